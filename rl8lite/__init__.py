@@ -1,0 +1,10 @@
+"""rl8lite: a small, fast, MLflow-tracked PPO trainer for batched, torch-native environments."""
+
+__version__ = "0.1.0"
+
+from .algorithm import Algorithm, AlgorithmState  # noqa: E402
+from .config import AlgorithmConfig, ConfigError  # noqa: E402
+from .env import Env  # noqa: E402
+from .trainer import Trainer  # noqa: E402
+
+__all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "Trainer", "__version__"]

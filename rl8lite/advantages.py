@@ -1,0 +1,160 @@
+"""Advantage estimation and reward scaling: pure functions of tensors.
+
+Index convention (used by every function here and by :attr:`Algorithm.buffer`):
+for a copy and time ``t`` in ``0..T-1``, ``obs[t]`` is the observation the
+policy acted on, ``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` come
+from the step that followed, and ``values[t] = V(obs[t])``; ``values[T]`` is
+the value of the observation after the last step (the bootstrap).
+``final_values[t]`` is the value of the true last observation of an episode
+that was truncated at ``t`` (its stand-in when the env gave no ``final_obs``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def generalized_advantage_estimate(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    terminated: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    final_values: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438).
+
+    Args:
+        rewards: ``[N, T]`` rewards (already scaled if rewards are normalised).
+        values: ``[N, T + 1]`` value estimates, the last column bootstrapping.
+        gamma: Discount factor in ``(0, 1]``.
+        gae_lambda: GAE's bias/variance trade-off in ``[0, 1]``.
+        terminated: ``[N, T]`` bool; the episode ended in a terminal state.
+        truncated: ``[N, T]`` bool; the episode was cut short (bootstrapped).
+        final_values: ``[N, T]`` values of the last state of truncated episodes;
+            required where ``truncated`` is set.
+
+    Returns:
+        ``(advantages, returns)``, each ``[N, T]``, with ``returns = advantages + values[:, :T]``.
+
+    With ``d_t = terminated_t or truncated_t``, the next-state value is
+
+        v'_t = 0 if terminated_t, final_values_t if truncated_t, values_{t+1} otherwise,
+
+    and
+
+        delta_t = r_t + gamma * v'_t - V_t
+        A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1},   A_T = 0.
+    """
+    num_steps = rewards.shape[1]
+    next_values = values[:, 1:]
+    continues = torch.ones_like(rewards)
+    if truncated is not None:
+        if final_values is None:
+            raise ValueError("final_values is required when truncated is given")
+        next_values = torch.where(truncated, final_values, next_values)
+        continues = continues * (~truncated).to(rewards.dtype)
+    if terminated is not None:
+        next_values = torch.where(terminated, torch.zeros_like(next_values), next_values)
+        continues = continues * (~terminated).to(rewards.dtype)
+    deltas = rewards + gamma * next_values - values[:, :-1]
+    # Time-major, contiguous copies: the backward recursion then reads rows, not strides.
+    deltas_tm = deltas.t().contiguous()
+    decay_tm = (gamma * gae_lambda * continues).t().contiguous()
+    advantages_tm = torch.empty_like(deltas_tm)
+    running = torch.zeros_like(deltas_tm[0])
+    for t in range(num_steps - 1, -1, -1):
+        running = deltas_tm[t] + decay_tm[t] * running
+        advantages_tm[t] = running
+    advantages = advantages_tm.t()
+    return advantages, advantages + values[:, :-1]
+
+
+def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(x - mean) / (std + eps)`` over every element."""
+    std, mean = torch.std_mean(x)
+    return (x - mean) / (std + eps)
+
+
+def discounted_return_trace(
+    rewards: torch.Tensor,
+    initial: torch.Tensor,
+    *,
+    gamma: float,
+    episode_ends: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` per copy.
+
+    These are the "reversed discounted returns" whose standard deviation scales
+    rewards in reward normalisation (Engstrom et al. 2020, arXiv:2005.12729, as
+    in rl8). A sum restarts after an episode end.
+
+    Args:
+        rewards: ``[N, T]`` raw rewards.
+        initial: ``[N]`` running sum carried from the previous collect (0 after a reset).
+        gamma: Discount factor.
+        episode_ends: ``[N, T]`` bool, ``terminated | truncated``.
+
+    Returns:
+        ``[N, T]`` running sums after each step (the last column is the next carry).
+    """
+    out = torch.empty_like(rewards)
+    running = initial
+    keep = None if episode_ends is None else (~episode_ends).to(rewards.dtype)
+    for t in range(rewards.shape[1]):
+        running = gamma * running + rewards[:, t]
+        out[:, t] = running
+        if keep is not None:
+            running = running * keep[:, t]
+    return out
+
+
+def episode_statistics(
+    rewards: torch.Tensor,
+    episode_ends: torch.Tensor,
+    carry_return: torch.Tensor,
+    carry_length: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Returns and lengths of the episodes that ended during a collect, vectorised over time.
+
+    Args:
+        rewards: ``[N, T]`` raw rewards.
+        episode_ends: ``[N, T]`` bool, ``terminated | truncated``.
+        carry_return: ``[N]`` return accumulated before this collect by each copy's
+            ongoing episode.
+        carry_length: ``[N]`` steps taken before this collect by that episode.
+
+    Returns:
+        A dict of tensors: ``count`` (episodes ended), ``return_sum``,
+        ``return_min``, ``return_max``, ``length_sum`` (0-d), and
+        ``carry_return``/``carry_length`` (``[N]``) for the next collect.
+    """
+    num_envs, num_steps = rewards.shape
+    cumulative = rewards.to(torch.float64).cumsum(1)
+    steps = torch.arange(num_steps, device=rewards.device).expand(num_envs, num_steps)
+    end_index = torch.where(episode_ends, steps, torch.full_like(steps, -1))
+    last_end = end_index.cummax(dim=1).values
+    # Index of the last episode end strictly before t (-1: the carried episode).
+    previous_end = torch.cat([torch.full_like(last_end[:, :1], -1), last_end[:, :-1]], dim=1)
+    started_here = previous_end >= 0
+    base = cumulative.gather(1, previous_end.clamp(min=0))
+    episode_return = torch.where(
+        started_here, cumulative - base, cumulative + carry_return.to(torch.float64)[:, None]
+    )
+    episode_length = torch.where(
+        started_here, steps - previous_end, steps + 1 + carry_length[:, None]
+    )
+    ended_returns = episode_return[episode_ends]
+    still_running = ~episode_ends[:, -1]
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=rewards.device)
+    return {
+        "count": episode_ends.sum(),
+        "return_sum": ended_returns.sum(),
+        "return_min": ended_returns.min() if ended_returns.numel() else inf,
+        "return_max": ended_returns.max() if ended_returns.numel() else -inf,
+        "length_sum": episode_length[episode_ends].sum(),
+        "carry_return": (episode_return[:, -1] * still_running).to(rewards.dtype),
+        "carry_length": episode_length[:, -1] * still_running,
+    }

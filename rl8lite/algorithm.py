@@ -1,0 +1,567 @@
+"""Feedforward PPO over one preallocated buffer: ``collect`` then ``step``."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from . import __version__
+from .advantages import (
+    discounted_return_trace,
+    episode_statistics,
+    generalized_advantage_estimate,
+    normalize,
+)
+from .checks import NonFiniteError, assert_finite, check_actions, check_batch, check_step_output
+from .config import AlgorithmConfig, resolve_device
+from .data import DataKeys
+from .distributions import Normal, default_distribution_cls
+from .env import Env
+from .losses import ppo_losses
+from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
+from .models import DefaultModel, Model
+from .policy import Policy
+from .schedulers import EntropyScheduler, LRScheduler
+
+_EPS = 1e-8
+
+
+@dataclass
+class AlgorithmState:
+    """Counters and scales that evolve during training."""
+
+    #: Collects done so far (rl8's ``horizons``); drives env resets.
+    horizons: int = 0
+    #: Whether the buffer holds a collect not yet used by ``step``.
+    buffered: bool = False
+    #: Std of the running discounted returns; rewards are divided by it.
+    reward_scale: float = 1.0
+    #: Policy updates done so far.
+    steps: int = 0
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.QualName`` of a class (or of an instance's class)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global RNGs."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_horizons_per_env_reset(config: AlgorithmConfig, env_cls: type[Env]) -> int:
+    """The configured value, or enough collects to fit the env's longest episode."""
+    if config.horizons_per_env_reset is not None:
+        return config.horizons_per_env_reset
+    max_steps = getattr(env_cls, "max_episode_steps", None)
+    return math.ceil(max_steps / config.horizon) if max_steps else 1
+
+
+class Algorithm:
+    """Proximal Policy Optimization over a batched env, with one shared buffer.
+
+    Args:
+        env_cls: The env class; built as ``env_cls(num_envs, horizon, device=...)``.
+        config: Hyperparameters (default :class:`AlgorithmConfig`).
+        **overrides: Any config field, overriding ``config``; an unknown name is a
+            ``TypeError`` listing the valid ones.
+
+    Examples:
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> algo = Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4, seed=0)
+        >>> sorted(algo.collect())[:2]
+        ['env/resets', 'env/steps']
+        >>> "losses/total" in algo.step()
+        True
+    """
+
+    env: Env
+    policy: Policy
+    buffer: TensorDict
+    optimizer: torch.optim.Optimizer
+    hparams: AlgorithmConfig
+    state: AlgorithmState
+
+    def __init__(
+        self, env_cls: type[Env], /, config: AlgorithmConfig | None = None, **overrides: Any
+    ) -> None:
+        config = (config or AlgorithmConfig()).replace(**overrides)
+        config.validate()
+        self.env_cls = env_cls
+        self.device = resolve_device(config.device)
+        if config.seed is not None:
+            seed_everything(config.seed)
+        self.hparams = dataclasses.replace(
+            config,
+            horizons_per_env_reset=resolve_horizons_per_env_reset(config, env_cls),
+            device=str(self.device),
+        )
+        env_kwargs: dict[str, Any] = {"device": self.device}
+        if config.env_config:
+            env_kwargs["config"] = dict(config.env_config)
+        self.env = env_cls(config.num_envs, config.horizon, **env_kwargs)
+        self.policy = self._build_policy().to(self.device)
+        self.buffer = self._allocate_buffer()
+        self.optimizer = config.optimizer_cls(
+            self.policy.parameters(), **{"lr": 3e-4, **(config.optimizer_config or {})}
+        )
+        self.lr_scheduler = LRScheduler(
+            self.optimizer, schedule=config.lr_schedule, kind=config.lr_schedule_kind
+        )
+        self.entropy_scheduler = EntropyScheduler(
+            config.entropy_coeff,
+            schedule=config.entropy_coeff_schedule,
+            kind=config.entropy_coeff_schedule_kind,
+        )
+        self.grad_scaler = (
+            torch.amp.GradScaler("cuda") if config.enable_amp and self.device.type == "cuda" else None
+        )
+        self.state = AlgorithmState()
+        n = config.num_envs
+        # Per-copy running sums carried from one collect to the next.
+        self._discounted_return = torch.zeros(n, device=self.device)
+        self._episode_return = torch.zeros(n, device=self.device)
+        self._episode_length = torch.zeros(n, dtype=torch.long, device=self.device)
+        self._episodic: bool | None = None
+        self._checked_actions = False
+        self._needs_reset = True
+
+    # ------------------------------------------------------------------ building
+    def _build_policy(self) -> Policy:
+        hp = self.hparams
+        obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
+        distribution_cls = hp.distribution_cls or default_distribution_cls(action_spec)
+        model: Model
+        if hp.model is not None:
+            model = hp.model
+        elif hp.model_cls is not None:
+            model = hp.model_cls(obs_spec, action_spec, **(hp.model_config or {}))
+        else:
+            model = DefaultModel(
+                obs_spec,
+                action_spec,
+                num_features=distribution_cls.num_inputs(action_spec),
+                gaussian=issubclass(distribution_cls, Normal),
+                **(hp.model_config or {}),
+            )
+        return Policy(model, distribution_cls, action_spec)
+
+    def _allocate_buffer(self) -> TensorDict:
+        n, t1 = self.hparams.num_envs, self.hparams.horizon + 1
+        column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=self.device)  # noqa: E731
+        entries: dict[str, Any] = {
+            DataKeys.OBS: self.env.observation_spec.zero([n, t1]),
+            DataKeys.ACTIONS: self.env.action_spec.zero([n, t1]),
+            DataKeys.LOGP: column(),
+            DataKeys.VALUES: column(),
+            DataKeys.REWARDS: column(),
+            DataKeys.TERMINATED: column(torch.bool),
+            DataKeys.TRUNCATED: column(torch.bool),
+            DataKeys.FINAL_VALUES: column(),
+            DataKeys.ADVANTAGES: column(),
+            DataKeys.RETURNS: column(),
+        }
+        if self.hparams.normalize_rewards:
+            entries[DataKeys.REVERSED_DISCOUNTED_RETURNS] = column()
+        return TensorDict(entries, batch_size=[n, t1], device=self.device)
+
+    # ------------------------------------------------------------------ collect
+    def collect(
+        self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False
+    ) -> dict[str, float]:
+        """Step the env ``horizon`` times, filling the buffer; return summary stats.
+
+        The env is reset (with ``env_config``) when ``horizons % k == 0`` for
+        ``k = horizons_per_env_reset > 0``, or only at the first collect for
+        ``k < 0``; otherwise the rollout continues from the last observation.
+        """
+        start = time.perf_counter()
+        hp = self.hparams
+        n, horizon = hp.num_envs, hp.horizon
+        k = hp.horizons_per_env_reset
+        assert k is not None
+        env_name = type(self.env).__name__
+        buf = self.buffer
+        obs_buf, actions_buf = buf[DataKeys.OBS], buf[DataKeys.ACTIONS]
+        logp_buf, values_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES]
+        rewards_buf = buf[DataKeys.REWARDS]
+        terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
+        reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
+
+        with torch.inference_mode():
+            # --- first observation: a reset, or the last one of the previous collect
+            if reset:
+                obs = self.env.reset(config=env_config)
+                check_batch(obs, self.env.observation_spec, n, f"{env_name}.reset output")
+                obs_buf[:, 0] = obs
+                self._needs_reset = False
+                self._discounted_return.zero_()
+                self._episode_return.zero_()
+                self._episode_length.zero_()
+            else:
+                obs_buf[:, 0] = obs_buf[:, horizon]
+                obs = obs_buf[:, 0].clone()
+
+            # --- rollout: plain tensor writes into buffer slices, no host sync
+            t = 0
+            try:
+                for t in range(horizon):
+                    actions, logp, values = self.policy.act(obs, deterministic=deterministic)
+                    if not self._checked_actions:
+                        check_actions(actions, self.env.action_spec, n)
+                        self._checked_actions = True
+                    out = self.env.step(actions)
+                    if t == 0:
+                        check_step_output(out, self.env.observation_spec, n, env_name)
+                        episodic = DataKeys.TERMINATED in out.keys()
+                        final_obs_buf = self._final_obs_buffer(out) if episodic else None
+                    obs = out[DataKeys.OBS]
+                    actions_buf[:, t] = actions
+                    logp_buf[:, t] = logp
+                    values_buf[:, t] = values
+                    rewards_buf[:, t] = out[DataKeys.REWARDS]
+                    obs_buf[:, t + 1] = obs
+                    if episodic:
+                        terminated_buf[:, t] = out[DataKeys.TERMINATED]
+                        truncated_buf[:, t] = out[DataKeys.TRUNCATED]
+                        if final_obs_buf is not None:
+                            final_obs_buf[:, t] = out[DataKeys.FINAL_OBS]
+            except Exception:
+                # A NaN/Inf from the env often breaks the policy one step later
+                # (e.g. sampling): name the env output, not the symptom.
+                assert_finite(
+                    {DataKeys.OBS: obs_buf[:, : t + 1], DataKeys.REWARDS: rewards_buf[:, :t, 0]},
+                    env_name=env_name,
+                )
+                raise
+            values_buf[:, horizon] = self.policy.values(obs)
+
+            # --- once per collect: checks, bootstrap values, statistics
+            rewards = rewards_buf[:, :horizon, 0]
+            assert_finite(
+                {DataKeys.OBS: obs_buf, DataKeys.REWARDS: rewards}, env_name=env_name
+            )
+            if not episodic:
+                terminated_buf.zero_()
+                truncated_buf.zero_()
+            ends = (terminated_buf[:, :horizon, 0] | truncated_buf[:, :horizon, 0]) if episodic else None
+            if episodic:
+                self._fill_final_values(final_obs_buf)
+            stats = self._collect_stats(rewards, ends)
+
+        self._episodic = episodic
+        self.state.horizons += 1
+        self.state.buffered = True
+        stats["env/steps"] = float(n * horizon)
+        stats["env/resets"] = float(n if reset else 0)
+        stats["profiling/collect_ms"] = 1000.0 * (time.perf_counter() - start)
+        return stats
+
+    def _final_obs_buffer(self, out: TensorDict) -> torch.Tensor | TensorDict | None:
+        if DataKeys.FINAL_OBS not in out.keys():
+            return None
+        if DataKeys.FINAL_OBS not in self.buffer.keys():
+            shape = [self.hparams.num_envs, self.hparams.horizon + 1]
+            self.buffer[DataKeys.FINAL_OBS] = self.env.observation_spec.zero(shape)
+        return self.buffer[DataKeys.FINAL_OBS]
+
+    def _fill_final_values(self, final_obs_buf: torch.Tensor | TensorDict | None) -> None:
+        """Bootstrap values of truncated episodes: V(final_obs), or V(pre-step obs) without it."""
+        horizon = self.hparams.horizon
+        values = self.buffer[DataKeys.VALUES][:, :horizon]
+        final_values = self.buffer[DataKeys.FINAL_VALUES]
+        final_values[:, :horizon] = values
+        if final_obs_buf is None:
+            return
+        truncated = self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        copies, steps = truncated.nonzero(as_tuple=True)
+        if copies.numel():
+            final_values[copies, steps] = self.policy.values(final_obs_buf[copies, steps])
+
+    def _collect_stats(self, rewards: torch.Tensor, ends: torch.Tensor | None) -> dict[str, float]:
+        hp = self.hparams
+        returns = rewards.sum(1)
+        returns_std, returns_mean = torch.std_mean(returns, correction=0)
+        rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
+        values: dict[str, torch.Tensor] = {
+            "returns/min": returns.min(),
+            "returns/max": returns.max(),
+            "returns/mean": returns_mean,
+            "returns/std": returns_std,
+            "rewards/min": rewards.min(),
+            "rewards/max": rewards.max(),
+            "rewards/mean": rewards_mean,
+            "rewards/std": rewards_std,
+        }
+        if hp.normalize_rewards:
+            trace = discounted_return_trace(
+                rewards, self._discounted_return, gamma=hp.gamma, episode_ends=ends
+            )
+            self.buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0] = trace
+            self._discounted_return = trace[:, -1] * (1.0 if ends is None else (~ends[:, -1]).float())
+            values["coefficients/reward_scale"] = trace.std(correction=0)
+        if ends is not None:
+            episodes = episode_statistics(rewards, ends, self._episode_return, self._episode_length)
+            self._episode_return = episodes["carry_return"]
+            self._episode_length = episodes["carry_length"]
+            count = episodes["count"].double()
+            values["episodes/count"] = count
+            values["episodes/return_mean"] = episodes["return_sum"] / count
+            values["episodes/return_min"] = episodes["return_min"]
+            values["episodes/return_max"] = episodes["return_max"]
+            values["episodes/length_mean"] = episodes["length_sum"].double() / count
+        numbers = torch.stack([v.double() for v in values.values()]).tolist()
+        stats = dict(zip(values, numbers))
+        if hp.normalize_rewards:
+            self.state.reward_scale = stats["coefficients/reward_scale"]
+        if ends is not None and stats["episodes/count"] == 0:
+            for key in ("return_mean", "return_min", "return_max", "length_mean"):
+                stats[f"episodes/{key}"] = float("nan")
+        return stats
+
+    # ------------------------------------------------------------------ step
+    def step(self) -> dict[str, float]:
+        """Update the policy from the buffered collect; return loss and monitor stats."""
+        if not self.state.buffered:
+            raise RuntimeError(
+                f"{type(self).__name__}.step needs a collect first: call collect() before step()"
+            )
+        start = time.perf_counter()
+        hp = self.hparams
+        n, horizon = hp.num_envs, hp.horizon
+        buf = self.buffer
+
+        # --- advantages and value targets (GAE over the scaled rewards)
+        values = buf[DataKeys.VALUES][:, :, 0]
+        reward_scale = self.state.reward_scale if hp.normalize_rewards else 1.0
+        advantages, returns = generalized_advantage_estimate(
+            buf[DataKeys.REWARDS][:, :horizon, 0] / (reward_scale + _EPS),
+            values,
+            gamma=hp.gamma,
+            gae_lambda=hp.gae_lambda,
+            terminated=buf[DataKeys.TERMINATED][:, :horizon, 0],
+            truncated=buf[DataKeys.TRUNCATED][:, :horizon, 0],
+            final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
+        )
+        buf[DataKeys.ADVANTAGES][:, :horizon, 0] = advantages
+        buf[DataKeys.RETURNS][:, :horizon, 0] = returns
+        explained_variance = 1.0 - (returns - values[:, :horizon]).var() / (returns.var() + _EPS)
+
+        # --- flatten [N, T] into one batch of N * T samples
+        def flat(x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
+            x = x[:, :horizon]
+            return x.reshape(n * horizon) if isinstance(x, TensorDict) else x.reshape(n * horizon, *x.shape[2:])
+
+        if hp.normalize_advantages:
+            advantages = normalize(advantages)
+        batch = {
+            DataKeys.OBS: flat(buf[DataKeys.OBS]),
+            DataKeys.ACTIONS: flat(buf[DataKeys.ACTIONS]),
+            DataKeys.LOGP: flat(buf[DataKeys.LOGP]),
+            DataKeys.VALUES: flat(buf[DataKeys.VALUES]),
+            DataKeys.RETURNS: returns.reshape(-1, 1),
+            DataKeys.ADVANTAGES: advantages.reshape(-1, 1),
+        }
+
+        # --- minibatch SGD passes
+        sums, passes, grad_norm = self._sgd_passes(batch)
+
+        # --- schedules move with env transitions (as in rl8)
+        env_steps = n * horizon * self.state.horizons
+        lr = self.lr_scheduler.step(env_steps)
+        entropy_coeff_used = self.entropy_scheduler.coeff
+        self.entropy_scheduler.step(env_steps)
+        self.state.buffered = False
+        self.state.steps += 1
+
+        samples = sums[-1]
+        names = ["total", "policy", "vf", "entropy"]
+        stats = {f"losses/{name}": float(sums[i] / samples) for i, name in enumerate(names)}
+        stats["monitors/kl_div"] = float(sums[4] / samples)
+        stats["monitors/clip_fraction"] = float(sums[5] / samples)
+        stats["monitors/grad_norm"] = grad_norm
+        stats["monitors/explained_variance"] = float(explained_variance)
+        stats["monitors/sgd_iters"] = float(passes)
+        stats["coefficients/entropy"] = entropy_coeff_used
+        stats["coefficients/vf"] = hp.vf_coeff
+        stats["coefficients/lr"] = lr
+        stats["profiling/step_ms"] = 1000.0 * (time.perf_counter() - start)
+        return stats
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if not self.hparams.enable_amp:
+            return contextlib.nullcontext()
+        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def _sgd_passes(self, batch: dict[str, Any]) -> tuple[list[float], int, float]:
+        """``num_sgd_iters`` passes of minibatch SGD; returns sample-weighted loss sums.
+
+        A minibatch's gradient is the mean over its samples; it is computed in
+        chunks of at most ``update_chunk_size`` samples, each chunk's loss
+        weighted by its share, so chunking never changes the update.
+        """
+        hp = self.hparams
+        size = hp.num_envs * hp.horizon
+        minibatch = hp.sgd_minibatch_size or size
+        chunk = hp.update_chunk_size or minibatch
+        entropy_coeff = self.entropy_scheduler.coeff
+        sums = torch.zeros(7, device=self.device, dtype=torch.float64)
+        grad_norms: list[torch.Tensor] = []
+        passes = 0
+        for _ in range(hp.num_sgd_iters):
+            order = torch.randperm(size, device=self.device) if hp.shuffle_minibatches else None
+            pass_kl = torch.zeros((), device=self.device, dtype=torch.float64)
+            if hp.accumulate_grads:
+                self.optimizer.zero_grad(set_to_none=True)
+            for mb_start in range(0, size, minibatch):
+                mb_size = min(minibatch, size - mb_start)
+                if not hp.accumulate_grads:
+                    self.optimizer.zero_grad(set_to_none=True)
+                denominator = size if hp.accumulate_grads else mb_size
+                for c_start in range(mb_start, mb_start + mb_size, chunk):
+                    c_end = min(c_start + chunk, mb_start + mb_size)
+                    index = order[c_start:c_end] if order is not None else slice(c_start, c_end)
+                    with self._autocast():
+                        logp, entropy, values = self.policy.evaluate(
+                            batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index]
+                        )
+                        losses = ppo_losses(
+                            logp=logp.float(),
+                            old_logp=batch[DataKeys.LOGP][index],
+                            advantages=batch[DataKeys.ADVANTAGES][index],
+                            values=values.float(),
+                            old_values=batch[DataKeys.VALUES][index],
+                            returns=batch[DataKeys.RETURNS][index],
+                            entropy=entropy.float(),
+                            clip_param=hp.clip_param,
+                            dual_clip_param=hp.dual_clip_param,
+                            vf_clip_param=hp.vf_clip_param,
+                            vf_coeff=hp.vf_coeff,
+                            entropy_coeff=entropy_coeff,
+                        )
+                    weight = (c_end - c_start) / denominator
+                    self._backward(losses.total * weight)
+                    count = c_end - c_start
+                    chunk_sums = torch.stack([*(x.detach().double() for x in losses), torch.tensor(1.0, dtype=torch.float64, device=self.device)]) * count
+                    sums += chunk_sums
+                    pass_kl += losses.kl_div.detach().double() * count
+                if not hp.accumulate_grads:
+                    grad_norms.append(self._optimizer_step())
+            if hp.accumulate_grads:
+                grad_norms.append(self._optimizer_step())
+            passes += 1
+            if hp.target_kl_div is not None and float(pass_kl / size) > 1.5 * hp.target_kl_div:
+                break
+        grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
+        return sums.tolist(), passes, grad_norm
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def _optimizer_step(self) -> torch.Tensor:
+        """Clip gradients, refuse non-finite ones (parameters stay intact), step."""
+        params = [p for p in self.policy.parameters() if p.grad is not None]
+        if self.grad_scaler is not None:
+            self.grad_scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        if self.grad_scaler is None and not bool(torch.isfinite(norm)):
+            raise NonFiniteError(
+                "non-finite gradient norm (NaN or Inf) in the policy update; the loss or"
+                " the model produced NaN/Inf. Parameters were not updated."
+            )
+        if self.hparams.max_grad_norm is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, norm, foreach=True)
+        if self.grad_scaler is not None:
+            self.grad_scaler.step(self.optimizer)
+            self.grad_scaler.update()
+        else:
+            self.optimizer.step()
+        return norm.detach()
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def horizons_per_env_reset(self) -> int:
+        """Collects between env resets (``< 0``: reset only at the first collect)."""
+        value = self.hparams.horizons_per_env_reset
+        assert value is not None
+        return value
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Every hyperparameter and class path, flat, for experiment tracking."""
+        hp = self.hparams
+        params: dict[str, Any] = {}
+        for f in dataclasses.fields(hp):
+            value = getattr(hp, f.name)
+            if f.name in ("model", "model_cls", "distribution_cls", "optimizer_cls"):
+                continue
+            params[f.name] = value
+        params["env_cls"] = qualified_name(self.env_cls)
+        params["model_cls"] = qualified_name(self.policy.model)
+        params["distribution_cls"] = qualified_name(self.policy.distribution_cls)
+        params["optimizer_cls"] = qualified_name(self.optimizer)
+        params["optimizer_config"] = {"lr": 3e-4, **(hp.optimizer_config or {})}
+        params["model_config"] = self.policy.model.config if hasattr(self.policy.model, "config") else hp.model_config
+        params["num_parameters"] = sum(p.numel() for p in self.policy.parameters())
+        import tensordict
+
+        params["versions/rl8lite"] = __version__
+        params["versions/torch"] = torch.__version__
+        params["versions/tensordict"] = tensordict.__version__
+        params["versions/numpy"] = np.__version__
+        return params
+
+    def memory_stats(self) -> dict[str, float]:
+        """Bytes held by the buffer, model and optimizer, and the device's memory use."""
+        stats = device_memory(self.device)
+        stats["memory/buffer_bytes"] = float(tensordict_bytes(self.buffer))
+        stats["memory/model_bytes"] = float(tensor_bytes(self.policy.parameters()))
+        stats["memory/optimizer_bytes"] = float(optimizer_bytes(self.optimizer))
+        return stats
+
+    def validate(self) -> None:
+        """Check the env and policy against the specs with one collect-sized dry run.
+
+        Resets the env, samples the policy, steps once, and checks every output's
+        keys, shapes, dtypes, bounds and finiteness; raises an error naming the
+        culprit. Leaves the buffer untouched, and the next collect resets the env.
+        """
+        n = self.hparams.num_envs
+        name = type(self.env).__name__
+        with torch.inference_mode():
+            obs = self.env.reset()
+            check_batch(obs, self.env.observation_spec, n, f"{name}.reset output")
+            self.env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
+            actions, logp, values = self.policy.act(obs)
+            check_actions(actions, self.env.action_spec, n)
+            for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
+                if tuple(value.shape) != (n, 1):
+                    raise ValueError(
+                        f"policy {key!r}: expected shape [{n}, 1], received {list(value.shape)}"
+                    )
+            out = self.env.step(actions)
+            check_step_output(out, self.env.observation_spec, n, name)
+            self.env.observation_spec.assert_is_in(out[DataKeys.OBS], key=f"{name}.step output 'obs'")
+            assert_finite(
+                {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
+                env_name=name,
+            )
+        self._needs_reset = True

@@ -1,0 +1,257 @@
+"""``AlgorithmConfig``: every PPO hyperparameter, documented once, validated in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .data import Device
+from .schedulers import Schedule, ScheduleKind, validate_schedule
+
+if TYPE_CHECKING:
+    from .algorithm import Algorithm
+    from .distributions import Distribution
+    from .env import Env
+    from .models import Model, ModelFactory
+
+
+class ConfigError(ValueError):
+    """A hyperparameter is out of range; the message names it and the valid range."""
+
+
+@dataclass
+class AlgorithmConfig:
+    """Hyperparameters of feedforward PPO (rl8's field names and meanings).
+
+    Build an algorithm with ``config.build(EnvClass)`` or
+    ``Algorithm(EnvClass, config, **overrides)``.
+
+    Examples:
+        >>> from rl8lite import AlgorithmConfig
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> algo = AlgorithmConfig(num_envs=16, horizon=8, seed=0).build(DiscreteDummyEnv)
+        >>> algo.buffer.batch_size
+        torch.Size([16, 9])
+    """
+
+    #: Env copies simulated in parallel (``>= 1``; capped by ``Env.max_num_envs``).
+    num_envs: int = 256
+    #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
+    horizon: int = 32
+    #: Reset the env every this many collects (``> 0``), or only at the first
+    #: collect (``< 0``); ``0`` is invalid. ``None`` picks ``ceil(max_episode_steps
+    #: / horizon)`` for envs that declare ``max_episode_steps``, else ``1`` (rl8's default).
+    horizons_per_env_reset: int | None = None
+    #: Initial env parameters passed to the env class at construction.
+    env_config: dict[str, Any] | None = None
+    #: Discount factor in ``(0, 1]``.
+    gamma: float = 0.99
+    #: GAE lambda in ``[0, 1]``: lower trades variance for bias.
+    gae_lambda: float = 0.95
+    #: PPO ratio clip ``eps`` in ``(0, 1)``.
+    clip_param: float = 0.2
+    #: Clip of the value update around the old values (``> 0``), or ``None`` for no clip.
+    vf_clip_param: float | None = None
+    #: Dual-clip constant ``c > 1`` for negative advantages, or ``None``.
+    dual_clip_param: float | None = None
+    #: Weight of the value loss (``>= 0``).
+    vf_coeff: float = 0.5
+    #: Weight of the entropy bonus (``>= 0``); ignored when a schedule is given.
+    entropy_coeff: float = 0.0
+    #: ``[(env_steps, coeff), ...]`` schedule of the entropy coefficient.
+    entropy_coeff_schedule: Schedule | None = None
+    #: ``"step"`` or ``"interp"``.
+    entropy_coeff_schedule_kind: ScheduleKind = "step"
+    #: ``[(env_steps, lr), ...]`` schedule of the learning rate.
+    lr_schedule: Schedule | None = None
+    #: ``"step"`` or ``"interp"``.
+    lr_schedule_kind: ScheduleKind = "step"
+    #: Optimizer class (default Adam).
+    optimizer_cls: type[torch.optim.Optimizer] = torch.optim.Adam
+    #: Keyword arguments of the optimizer (default ``{"lr": 3e-4}``).
+    optimizer_config: dict[str, Any] | None = None
+    #: Samples per minibatch (``1..num_envs * horizon``); ``None`` is the whole buffer.
+    sgd_minibatch_size: int | None = None
+    #: Passes over the buffer per ``step`` (``>= 1``).
+    num_sgd_iters: int = 4
+    #: Shuffle the buffer into new minibatches on every pass.
+    shuffle_minibatches: bool = True
+    #: Stop a ``step``'s passes early once a pass's mean approximate KL exceeds
+    #: ``1.5 * target_kl_div`` (``> 0``), or ``None`` never to stop early.
+    target_kl_div: float | None = None
+    #: Clip the global gradient norm to this (``> 0``), or ``None`` for no clip.
+    max_grad_norm: float | None = 1.0
+    #: Normalise advantages by the buffer's mean and std.
+    normalize_advantages: bool = True
+    #: Divide rewards by the std of their running discounted sums (as in rl8).
+    normalize_rewards: bool = True
+    #: Accumulate gradients over every minibatch of a pass and step the optimizer
+    #: once per pass (needs more than one minibatch).
+    accumulate_grads: bool = False
+    #: Automatic mixed precision in the update: fp16 with a grad scaler on CUDA,
+    #: bf16 autocast on CPU.
+    enable_amp: bool = False
+    #: Largest number of samples in one forward/backward of the update; larger
+    #: minibatches are processed in chunks whose gradients add up to the same
+    #: update (cache-friendlier on CPUs). ``None``: no chunking.
+    update_chunk_size: int | None = 8192
+    #: A ready model instance (excludes ``model_cls``/``model_config``).
+    model: Model | None = None
+    #: Model class built as ``model_cls(obs_spec, action_spec, **model_config)``.
+    model_cls: ModelFactory | None = None
+    #: Keyword arguments of the model (for the default model: ``hiddens``,
+    #: ``activation``, ``init_log_std``).
+    model_config: dict[str, Any] | None = None
+    #: Action distribution class; default from the action spec.
+    distribution_cls: type[Distribution] | None = None
+    #: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``, or a device.
+    device: Device = "auto"
+    #: Seed of python's, numpy's and torch's RNGs (``None``: not seeded).
+    seed: int | None = None
+
+    def validate(self) -> AlgorithmConfig:
+        """Check every range; raise :class:`ConfigError` naming the field. Returns ``self``."""
+        _check_int(self, "num_envs", minimum=1)
+        _check_int(self, "horizon", minimum=1)
+        if self.horizons_per_env_reset is not None:
+            _check_int(self, "horizons_per_env_reset")
+            if self.horizons_per_env_reset == 0:
+                raise ConfigError(
+                    "horizons_per_env_reset must be > 0 (reset every k collects) or < 0"
+                    " (reset once), received 0"
+                )
+        _check_float(self, "gamma", low=0.0, high=1.0, low_open=True)
+        _check_float(self, "gae_lambda", low=0.0, high=1.0)
+        _check_float(self, "clip_param", low=0.0, high=1.0, low_open=True, high_open=True)
+        _check_float(self, "vf_clip_param", low=0.0, low_open=True, optional=True)
+        _check_float(self, "dual_clip_param", low=1.0, low_open=True, optional=True)
+        _check_float(self, "vf_coeff", low=0.0)
+        _check_float(self, "entropy_coeff", low=0.0)
+        _check_float(self, "target_kl_div", low=0.0, low_open=True, optional=True)
+        _check_float(self, "max_grad_norm", low=0.0, low_open=True, optional=True)
+        _check_int(self, "num_sgd_iters", minimum=1)
+        batch = self.num_envs * self.horizon
+        if self.sgd_minibatch_size is not None:
+            _check_int(self, "sgd_minibatch_size", minimum=1)
+            if self.sgd_minibatch_size > batch:
+                raise ConfigError(
+                    f"sgd_minibatch_size={self.sgd_minibatch_size} exceeds the buffer's"
+                    f" num_envs * horizon = {batch}"
+                )
+        if self.update_chunk_size is not None:
+            _check_int(self, "update_chunk_size", minimum=1)
+        if self.accumulate_grads and self.num_minibatches == 1:
+            raise ConfigError(
+                "accumulate_grads=True needs more than one minibatch; set"
+                " sgd_minibatch_size below num_envs * horizon or disable accumulate_grads"
+            )
+        for name in ("shuffle_minibatches", "normalize_advantages", "normalize_rewards",
+                     "accumulate_grads", "enable_amp"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, received {getattr(self, name)!r}")
+        try:
+            validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule,
+                              self.entropy_coeff_schedule_kind)
+            validate_schedule("lr_schedule", self.lr_schedule, self.lr_schedule_kind)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if not (isinstance(self.optimizer_cls, type)
+                and issubclass(self.optimizer_cls, torch.optim.Optimizer)):
+            raise ConfigError(
+                f"optimizer_cls must be a torch.optim.Optimizer subclass, received"
+                f" {self.optimizer_cls!r}"
+            )
+        for name in ("optimizer_config", "model_config", "env_config"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dict):
+                raise ConfigError(f"{name} must be a dict or None, received {value!r}")
+        lr = (self.optimizer_config or {}).get("lr", 3e-4)
+        if not isinstance(lr, (numbers.Real, torch.Tensor)) or not float(lr) > 0:
+            raise ConfigError(f"optimizer_config['lr'] must be > 0, received {lr!r}")
+        if self.model is not None and (self.model_cls is not None or self.model_config):
+            raise ConfigError("model excludes model_cls and model_config; pass one or the other")
+        if self.seed is not None:
+            _check_int(self, "seed", minimum=0)
+        resolve_device(self.device)
+        return self
+
+    @property
+    def num_minibatches(self) -> int:
+        """Minibatches per pass over the buffer."""
+        batch = self.num_envs * self.horizon
+        return math.ceil(batch / (self.sgd_minibatch_size or batch))
+
+    def build(self, env_cls: type[Env], /) -> Algorithm:
+        """An :class:`~rl8lite.Algorithm` for ``env_cls`` with this config."""
+        from .algorithm import Algorithm
+
+        return Algorithm(env_cls, self)
+
+    def replace(self, **overrides: Any) -> AlgorithmConfig:
+        """A copy with ``overrides``; an unknown name is a ``TypeError`` listing the valid ones."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(
+                f"Unknown AlgorithmConfig field(s) {unknown}; valid fields: {sorted(names)}"
+            )
+        return dataclasses.replace(self, **overrides)
+
+
+def resolve_device(device: Device) -> torch.device:
+    """``"auto"`` becomes CUDA when available, else CPU; an unusable device is an error."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"device {device!r} is not a valid torch device: {e}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available")
+    return resolved
+
+
+def _check_int(config: AlgorithmConfig, name: str, *, minimum: int | None = None) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be an int, received {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, received {value}")
+
+
+def _check_float(
+    config: AlgorithmConfig,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+) -> None:
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise ConfigError(f"{name} must be a number, received {value!r}")
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        interval = f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}{right}"
+        suffix = " or None" if optional else ""
+        raise ConfigError(f"{name} must be in {interval}{suffix}, received {value}")
+
+
+def config_fields() -> list[str]:
+    """Names of every :class:`AlgorithmConfig` field."""
+    return [f.name for f in dataclasses.fields(AlgorithmConfig)]
+
+
+__all__ = ["AlgorithmConfig", "ConfigError", "config_fields", "resolve_device"]

@@ -1,0 +1,282 @@
+"""Action distributions built from a model's output features.
+
+A distribution is a light object made per forward pass from one feature
+tensor ``[B, num_inputs]``; it never validates its arguments (that costs more
+than the math on small batches). Log-probabilities and entropies have shape
+``[B, 1]``; samples have the action spec's shape ``[B, *action_spec.shape]``.
+
+Examples:
+    >>> import torch
+    >>> from rl8lite.distributions import Categorical
+    >>> from rl8lite.specs import Categorical as CategoricalSpec
+    >>> spec = CategoricalSpec(3, shape=[1])
+    >>> Categorical.num_inputs(spec)
+    3
+    >>> dist = Categorical(torch.zeros(5, 3), spec)
+    >>> actions = dist.sample()
+    >>> actions.shape, dist.logp(actions).shape
+    (torch.Size([5, 1]), torch.Size([5, 1]))
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .specs import Bounded, Categorical as CategoricalSpec, Spec, Unbounded
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+# Keeps atanh finite for actions that sit exactly on a bound.
+_SQUASH_EPS = 1e-6
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+class Distribution(ABC):
+    """An action distribution parameterised by ``features`` ``[B, num_inputs]``.
+
+    Args:
+        features: Model output features for a batch of observations.
+        action_spec: The env's action spec (bounds, shape, number of actions).
+        action_mask: Optional ``[B, n]`` bool/0-1 mask of allowed actions
+            (discrete distributions only).
+    """
+
+    def __init__(
+        self,
+        features: torch.Tensor,
+        action_spec: Any,
+        /,
+        *,
+        action_mask: torch.Tensor | None = None,
+    ) -> None:
+        self.features = features
+        self.action_spec = action_spec
+        self.action_mask = action_mask
+
+    @staticmethod
+    @abstractmethod
+    def num_inputs(action_spec: Spec) -> int:
+        """How many features a model must produce for this distribution."""
+
+    @abstractmethod
+    def sample(self) -> torch.Tensor:
+        """A random action for every batch row."""
+
+    @abstractmethod
+    def deterministic_sample(self) -> torch.Tensor:
+        """The most likely (or mean) action for every batch row."""
+
+    @abstractmethod
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of ``actions``, shape ``[B, 1]``."""
+
+    @abstractmethod
+    def entropy(self) -> torch.Tensor:
+        """Entropy (or an estimate of it), shape ``[B, 1]``."""
+
+    def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sample and its log-probability (fused where a subclass can)."""
+        actions = self.sample()
+        return actions, self.logp(actions)
+
+
+class Categorical(Distribution):
+    """Categorical over ``action_spec.n`` actions; respects an optional action mask.
+
+    Masked actions get a log-probability of ``finfo.min`` (never sampled, never
+    the deterministic action, no entropy contribution).
+    """
+
+    def __init__(
+        self,
+        features: torch.Tensor,
+        action_spec: Any,
+        /,
+        *,
+        action_mask: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__(features, action_spec, action_mask=action_mask)
+        if action_mask is not None:
+            features = features.masked_fill(
+                ~action_mask.bool(), torch.finfo(features.dtype).min
+            )
+        self.log_probs = F.log_softmax(features, dim=-1)
+        self._action_shape = tuple(action_spec.shape)
+
+    @staticmethod
+    def num_inputs(action_spec: Spec) -> int:
+        if not isinstance(action_spec, CategoricalSpec):
+            raise TypeError(
+                f"Categorical needs a Categorical action spec, received {action_spec!r}"
+            )
+        if tuple(action_spec.shape) not in ((), (1,)):
+            raise TypeError(
+                "Categorical supports action specs of shape [] or [1], received"
+                f" {list(action_spec.shape)}"
+            )
+        return action_spec.n
+
+    def _shape_actions(self, index: torch.Tensor) -> torch.Tensor:
+        # index: [B, 1]
+        return index if self._action_shape == (1,) else index.squeeze(-1)
+
+    def sample(self) -> torch.Tensor:
+        return self.sample_with_logp()[0]
+
+    def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.multinomial(self.log_probs.exp(), 1)
+        return self._shape_actions(index), self.log_probs.gather(-1, index)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self._shape_actions(self.log_probs.argmax(-1, keepdim=True))
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        index = actions.reshape(-1, 1).long()
+        return self.log_probs.gather(-1, index)
+
+    def entropy(self) -> torch.Tensor:
+        # H = -sum_a p(a) log p(a); masked actions have p = 0 exactly.
+        p_log_p = self.log_probs.exp() * self.log_probs
+        return -p_log_p.sum(-1, keepdim=True)
+
+
+def _split_mean_log_std(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    mean, log_std = features.chunk(2, dim=-1)
+    return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+
+def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
+    if not isinstance(action_spec, (Unbounded, Bounded)) or not (
+        action_spec.dtype.is_floating_point
+    ):
+        raise TypeError(
+            f"{name} needs a floating-point Unbounded or Bounded action spec,"
+            f" received {action_spec!r}"
+        )
+    return 2 * max(1, math.prod(action_spec.shape))
+
+
+class Normal(Distribution):
+    """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2])."""
+
+    def __init__(
+        self,
+        features: torch.Tensor,
+        action_spec: Any,
+        /,
+        *,
+        action_mask: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__(features, action_spec, action_mask=action_mask)
+        self.mean, self.log_std = _split_mean_log_std(features)
+        self._action_shape = (features.shape[0], *action_spec.shape)
+
+    @staticmethod
+    def num_inputs(action_spec: Spec) -> int:
+        return _continuous_num_inputs("Normal", action_spec)
+
+    def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
+        # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
+        return (-0.5 * noise.square() - self.log_std - _LOG_SQRT_2PI).sum(
+            -1, keepdim=True
+        )
+
+    def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = torch.randn_like(self.mean)
+        actions = self.mean + self.log_std.exp() * noise
+        return actions.view(self._action_shape), self._gaussian_logp(noise)
+
+    def sample(self) -> torch.Tensor:
+        return self.sample_with_logp()[0]
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mean.view(self._action_shape)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        noise = (actions.reshape(self.mean.shape) - self.mean) * torch.exp(-self.log_std)
+        return self._gaussian_logp(noise)
+
+    def entropy(self) -> torch.Tensor:
+        # H = sum_i (1/2 + log sqrt(2 pi) + log sigma_i)
+        return (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1, keepdim=True)
+
+
+class SquashedNormal(Normal):
+    """Gaussian squashed by ``tanh`` into a :class:`~rl8lite.specs.Bounded` action range.
+
+    ``a = loc + scale * tanh(u)``, ``u ~ N(mean, std)``, with
+    ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``. The entropy is
+    the one-sample estimate ``-log p(a)`` at a fresh reparameterised sample.
+    """
+
+    def __init__(
+        self,
+        features: torch.Tensor,
+        action_spec: Any,
+        /,
+        *,
+        action_mask: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__(features, action_spec, action_mask=action_mask)
+        low = action_spec.low.to(features.device, features.dtype).reshape(1, -1)
+        high = action_spec.high.to(features.device, features.dtype).reshape(1, -1)
+        self.loc = (high + low) / 2
+        self.scale = (high - low) / 2
+
+    @staticmethod
+    def num_inputs(action_spec: Spec) -> int:
+        if not isinstance(action_spec, Bounded):
+            raise TypeError(
+                f"SquashedNormal needs a Bounded action spec, received {action_spec!r}"
+            )
+        return _continuous_num_inputs("SquashedNormal", action_spec)
+
+    def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
+        # log |da/du| = log scale + log(1 - tanh(u)^2)
+        return (
+            torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)
+        ).sum(-1, keepdim=True)
+
+    def _squash(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        squashed = torch.tanh(u)
+        return self.loc + self.scale * squashed, squashed
+
+    def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = torch.randn_like(self.mean)
+        actions, squashed = self._squash(self.mean + self.log_std.exp() * noise)
+        logp = self._gaussian_logp(noise) - self._log_det(squashed)
+        return actions.view(self._action_shape), logp
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self._squash(self.mean)[0].view(self._action_shape)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        squashed = ((actions.reshape(self.mean.shape) - self.loc) / self.scale).clamp(
+            -1 + _SQUASH_EPS, 1 - _SQUASH_EPS
+        )
+        u = torch.atanh(squashed)
+        noise = (u - self.mean) * torch.exp(-self.log_std)
+        return self._gaussian_logp(noise) - self._log_det(squashed)
+
+    def entropy(self) -> torch.Tensor:
+        noise = torch.randn_like(self.mean)
+        _, squashed = self._squash(self.mean + self.log_std.exp() * noise)
+        return -(self._gaussian_logp(noise) - self._log_det(squashed))
+
+
+def default_distribution_cls(action_spec: Spec) -> type[Distribution]:
+    """Categorical for discrete specs, SquashedNormal for bounded, Normal otherwise."""
+    if isinstance(action_spec, CategoricalSpec):
+        return Categorical
+    if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
+        return SquashedNormal
+    if isinstance(action_spec, Unbounded) and action_spec.dtype.is_floating_point:
+        return Normal
+    raise TypeError(
+        "No default action distribution for action spec"
+        f" {action_spec!r}; pass distribution_cls="
+    )

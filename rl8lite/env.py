@@ -1,0 +1,201 @@
+"""The batched environment protocol and two dummy environments (as in rl8).
+
+An :class:`Env` simulates ``num_envs`` independent copies as tensors. ``step``
+returns a :class:`~tensordict.TensorDict` with ``"obs"`` and ``"rewards"``
+(``[N, 1]``) and, for episodic envs, ``"terminated"`` and ``"truncated"``
+(``[N, 1]`` bool). An episodic env resets finished copies itself and returns
+their new first observation in ``"obs"``; it may also return ``"final_obs"``,
+the last observation before that reset, so that a truncated copy bootstraps
+from the value of its true final state. Without ``"final_obs"`` the value of
+the pre-step observation stands in (as rsl_rl does). An env that never returns
+``"terminated"``/``"truncated"`` is infinite-horizon, exactly as in rl8.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+from tensordict import TensorDict
+
+from .data import DataKeys, Device
+from .specs import Categorical, Spec, Unbounded
+
+
+class EnvConfigError(KeyError):
+    """An env config names a parameter the env does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Env(ABC):
+    """Protocol of the batched, torch-native environments rl8lite trains on.
+
+    Subclasses set :attr:`observation_spec` and :attr:`action_spec` in
+    ``__init__`` and implement :meth:`reset` and :meth:`step`.
+
+    Args:
+        num_envs: Number of independent copies simulated by this instance.
+        horizon: Steps the algorithm takes per collect (``None``: unknown).
+        config: Initial environment parameters (see :meth:`reset`).
+        device: Device the env's tensors live on.
+
+    Examples:
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> env = DiscreteDummyEnv(4)
+        >>> env.reset().shape
+        torch.Size([4, 1])
+        >>> out = env.step(env.action_spec.rand([4]))
+        >>> sorted(out.keys())
+        ['obs', 'rewards']
+    """
+
+    #: Optional cap on ``horizon`` (checked at construction).
+    max_horizon: ClassVar[int | None] = None
+    #: Optional cap on ``num_envs`` (checked at construction).
+    max_num_envs: ClassVar[int | None] = None
+    #: Longest episode the env runs before truncating it itself (episodic envs).
+    #: Used to pick ``horizons_per_env_reset`` when it is left unset.
+    max_episode_steps: ClassVar[int | None] = None
+
+    observation_spec: Spec
+    action_spec: Spec
+    config: dict[str, Any]
+    num_envs: int
+    horizon: int | None
+    device: torch.device
+
+    def __init__(
+        self,
+        num_envs: int,
+        /,
+        horizon: int | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        name = type(self).__name__
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"{name}: num_envs must be an int >= 1, received {num_envs!r}")
+        if self.max_num_envs is not None and num_envs > self.max_num_envs:
+            raise ValueError(
+                f"{name}: num_envs={num_envs} exceeds {name}.max_num_envs={self.max_num_envs}"
+            )
+        if horizon is not None and self.max_horizon is not None and horizon > self.max_horizon:
+            raise ValueError(
+                f"{name}: horizon={horizon} exceeds {name}.max_horizon={self.max_horizon}"
+            )
+        self.num_envs = num_envs
+        self.horizon = horizon
+        self.config = dict(config or {})
+        self.device = torch.device(device)
+
+    @abstractmethod
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
+        """Reset every copy, applying ``config`` (a dict of env parameters).
+
+        Returns:
+            The first observation of every copy, matching :attr:`observation_spec`
+            with a leading ``[num_envs]`` batch dimension.
+        """
+
+    @abstractmethod
+    def step(self, action: torch.Tensor | TensorDict) -> TensorDict:
+        """Apply ``action`` to every copy and return the transition.
+
+        Returns:
+            A TensorDict with ``"obs"`` and ``"rewards"`` (``[N, 1]``), and
+            optionally ``"terminated"``, ``"truncated"`` (``[N, 1]`` bool) and
+            ``"final_obs"``.
+        """
+
+    def render(self) -> Any:
+        """An RGB ``uint8`` frame ``[H, W, 3]`` of copy 0 (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+
+def apply_env_config(
+    env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Merge ``config`` over ``defaults``; a key not in ``defaults`` is an error naming it."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(defaults))
+    if unknown:
+        raise EnvConfigError(
+            f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}"
+        )
+    return {**defaults, **config}
+
+
+class _DummyEnv(Env):
+    """A position on a line; the reward is minus the distance from the origin."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        /,
+        horizon: int | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.observation_spec = Unbounded(1, device=self.device)
+        self.bounds = float(self.config.get("bounds", 100.0))
+        self.state = torch.zeros(num_envs, 1, device=self.device)
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        params = apply_env_config(type(self).__name__, {"bounds": self.bounds}, config)
+        self.bounds = float(params["bounds"])
+        self.state = torch.empty(self.num_envs, 1, device=self.device).uniform_(
+            -self.bounds, self.bounds
+        )
+        return self.state.clone()
+
+    def _transition(self, delta: torch.Tensor) -> TensorDict:
+        self.state = self.state + delta
+        return TensorDict(
+            {DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
+            batch_size=[self.num_envs],
+            device=self.device,
+        )
+
+
+class ContinuousDummyEnv(_DummyEnv):
+    """Dummy env whose action moves the state by any real amount (rl8's)."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        /,
+        horizon: int | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.action_spec = Unbounded(1, device=self.device)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        return self._transition(action)
+
+
+class DiscreteDummyEnv(_DummyEnv):
+    """Dummy env whose action moves the state one unit left (0) or right (1) (rl8's)."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        /,
+        horizon: int | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.action_spec = Categorical(2, shape=[1], device=self.device)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        return self._transition(2 * action - 1)

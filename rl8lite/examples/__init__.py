@@ -1,0 +1,5 @@
+"""Batched, torch-native versions of classic control environments."""
+
+from .cartpole import CartPole
+
+__all__ = ["CartPole"]

@@ -1,0 +1,45 @@
+"""The model protocol: ``forward(obs) -> (features, values)`` in one pass."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from ..specs import Spec
+
+
+class Model(nn.Module):
+    """Base class of policy models.
+
+    A model returns, in one forward pass, the features its action distribution
+    is built from (``[B, num_inputs]``) and the value estimates (``[B, 1]``).
+    Unlike rl8's models it keeps no state between calls: there is no separate
+    ``value_function()`` reading a cached forward pass.
+
+    Args:
+        observation_spec: The env's observation spec.
+        action_spec: The env's action spec.
+        **config: Model-specific options, kept in :attr:`config`.
+    """
+
+    def __init__(self, observation_spec: Spec, action_spec: Spec, /, **config: Any) -> None:
+        super().__init__()
+        self.observation_spec = observation_spec
+        self.action_spec = action_spec
+        self.config = config
+
+    def forward(  # type: ignore[override]
+        self, obs: torch.Tensor | TensorDict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class ModelFactory(Protocol):
+    """Anything that builds a :class:`Model` from the env's specs and a config."""
+
+    def __call__(
+        self, observation_spec: Spec, action_spec: Spec, /, **config: Any
+    ) -> Model: ...

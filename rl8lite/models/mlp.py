@@ -1,0 +1,129 @@
+"""The default model: separate actor and critic MLPs over vector observations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from ..data import DataKeys
+from ..specs import Composite, Spec, TensorSpec
+from ._base import Model
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+}
+
+
+def _vector_entries(spec: Spec) -> list[tuple[str, TensorSpec]]:
+    """The (key, spec) leaves a default model concatenates, in a fixed order."""
+    if isinstance(spec, Composite):
+        entries = []
+        for key in sorted(spec):
+            if key == DataKeys.ACTION_MASK:
+                continue
+            entries.extend((f"{key}.{k}" if k else key, s) for k, s in _vector_entries(spec[key]))
+        return entries
+    if len(spec.shape) > 1:
+        raise TypeError(
+            f"The default model takes vector observations; received shape {list(spec.shape)}."
+            " Pass model_cls= for images or other structured observations."
+        )
+    return [("", spec)]
+
+
+def flat_obs_size(spec: Spec) -> int:
+    """Width of the vector :func:`flatten_obs` makes from one observation."""
+    return sum(max(1, math.prod(s.shape)) for _, s in _vector_entries(spec))
+
+
+def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
+    """Concatenate the vector entries of a (composite) observation into ``[B, D]`` floats."""
+    if not isinstance(spec, Composite):
+        return obs.reshape(obs.shape[0], -1).float() if obs.dtype != torch.float32 else obs
+    parts = []
+    for key, _ in _vector_entries(spec):
+        value = obs.get(tuple(key.split(".")))
+        parts.append(value.reshape(value.shape[0], -1).float())
+    return torch.cat(parts, dim=-1)
+
+
+def mlp(
+    in_features: int, hiddens: Sequence[int], out_features: int, activation: str, out_gain: float
+) -> nn.Sequential:
+    """An MLP with orthogonal init (gain sqrt(2) inside, ``out_gain`` on the head)."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}")
+    layers: list[nn.Module] = []
+    width = in_features
+    for hidden in hiddens:
+        linear = nn.Linear(width, hidden)
+        nn.init.orthogonal_(linear.weight, math.sqrt(2))
+        nn.init.zeros_(linear.bias)
+        layers += [linear, _ACTIVATIONS[activation]()]
+        width = hidden
+    head = nn.Linear(width, out_features)
+    nn.init.orthogonal_(head.weight, out_gain)
+    nn.init.zeros_(head.bias)
+    layers.append(head)
+    return nn.Sequential(*layers)
+
+
+class DefaultModel(Model):
+    """Separate actor and critic MLPs over the (concatenated) vector observation.
+
+    For Gaussian distributions the actor head gives the means and a learned,
+    state-independent log-std is appended, so the features are ``mean ‖ log_std``.
+
+    Args:
+        observation_spec: The env's observation spec (vector, or a Composite of vectors).
+        action_spec: The env's action spec.
+        num_features: Features the action distribution needs.
+        gaussian: Whether the features are ``mean ‖ log_std`` (adds the log-std parameter).
+        hiddens: Hidden layer widths of each MLP.
+        activation: ``"tanh"``, ``"relu"``, ``"elu"``, ``"gelu"`` or ``"silu"``.
+        init_log_std: Initial log-std for Gaussian distributions.
+    """
+
+    def __init__(
+        self,
+        observation_spec: Spec,
+        action_spec: Spec,
+        /,
+        *,
+        num_features: int,
+        gaussian: bool = False,
+        hiddens: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+        init_log_std: float = 0.0,
+    ) -> None:
+        super().__init__(
+            observation_spec,
+            action_spec,
+            hiddens=list(hiddens),
+            activation=activation,
+            init_log_std=init_log_std,
+        )
+        in_features = flat_obs_size(observation_spec)
+        actor_outputs = num_features // 2 if gaussian else num_features
+        self.actor = mlp(in_features, hiddens, actor_outputs, activation, out_gain=0.01)
+        self.critic = mlp(in_features, hiddens, 1, activation, out_gain=1.0)
+        self.log_std = (
+            nn.Parameter(torch.full((actor_outputs,), float(init_log_std))) if gaussian else None
+        )
+
+    def forward(  # type: ignore[override]
+        self, obs: torch.Tensor | TensorDict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x = flatten_obs(obs, self.observation_spec)
+        features = self.actor(x)
+        if self.log_std is not None:
+            features = torch.cat([features, self.log_std.expand_as(features)], dim=-1)
+        return features, self.critic(x)

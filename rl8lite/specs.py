@@ -1,0 +1,402 @@
+"""Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data.
+
+Constructor arguments follow torchrl's, so an rl8 environment ports by changing
+``torchrl.data`` to ``rl8lite.specs``; torchrl's older class names are kept as
+aliases (``UnboundedContinuousTensorSpec``, ``DiscreteTensorSpec``, ...).
+
+Examples:
+    >>> import torch
+    >>> from rl8lite.specs import Bounded, Categorical, Composite, Unbounded
+    >>> Unbounded(4).zero([2]).shape
+    torch.Size([2, 4])
+    >>> spec = Composite(obs=Unbounded(3), action_mask=Categorical(2, shape=[5]))
+    >>> td = spec.rand([8])
+    >>> td["obs"].shape, td["action_mask"].dtype
+    (torch.Size([8, 3]), torch.int64)
+    >>> Bounded(-1.0, 1.0, shape=[2]).assert_is_in(torch.zeros(8, 2))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from .data import Device
+
+ShapeLike = int | Sequence[int] | torch.Size
+
+
+class SpecError(ValueError):
+    """Data does not match its spec; the message names the key and the mismatch."""
+
+
+def _as_shape(shape: ShapeLike | None) -> torch.Size:
+    if shape is None:
+        return torch.Size([])
+    if isinstance(shape, int):
+        return torch.Size([shape])
+    return torch.Size(shape)
+
+
+class TensorSpec:
+    """Base of the leaf specs: a per-copy ``shape``, a ``dtype`` and a ``device``."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+
+    def __init__(
+        self,
+        shape: ShapeLike | None,
+        device: Device | None,
+        dtype: torch.dtype,
+    ) -> None:
+        self.shape = _as_shape(shape)
+        self.device = torch.device(device if device is not None else "cpu")
+        self.dtype = dtype
+
+    def zero(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
+        """Zeros of shape ``batch_shape + shape``."""
+        return torch.zeros(
+            (*_as_shape(batch_shape), *self.shape), dtype=self.dtype, device=self.device
+        )
+
+    def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
+        """A random element of the spec for every index of ``batch_shape``."""
+        raise NotImplementedError
+
+    def to(self, device: Device) -> TensorSpec:
+        """A copy of this spec on ``device``."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.device = torch.device(device)
+        return clone
+
+    def assert_is_in(
+        self, value: Any, *, key: str = "value", check_values: bool = True
+    ) -> None:
+        """Raise :class:`SpecError` unless ``value`` is a batch of elements of this spec.
+
+        ``value`` must be a tensor whose trailing dimensions equal :attr:`shape`
+        and whose dtype equals :attr:`dtype`; with ``check_values`` its entries
+        must also lie within the spec's bounds (this reads the data, a host sync).
+        """
+        if not isinstance(value, torch.Tensor):
+            raise SpecError(
+                f"{key}: expected a torch.Tensor, received {type(value).__name__}"
+            )
+        ndim = len(self.shape)
+        if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(
+            self.shape
+        ):
+            raise SpecError(
+                f"{key}: expected shape [..., {', '.join(map(str, self.shape))}]"
+                f" (batch dims then the spec's {list(self.shape)}), received"
+                f" {list(value.shape)}"
+            )
+        if value.dtype != self.dtype:
+            raise SpecError(
+                f"{key}: expected dtype {self.dtype}, received {value.dtype}"
+            )
+        if check_values:
+            self._assert_values(value, key)
+
+    def is_in(self, value: Any) -> bool:
+        """Whether ``value`` passes :meth:`assert_is_in`."""
+        try:
+            self.assert_is_in(value)
+        except SpecError:
+            return False
+        return True
+
+    def _assert_values(self, value: torch.Tensor, key: str) -> None:
+        del value, key
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype},"
+            f" device={self.device})"
+        )
+
+
+class Unbounded(TensorSpec):
+    """Real-valued (or integer) data with no bounds.
+
+    Args:
+        shape: Per-copy shape (an int means ``[shape]``).
+        device: Device of generated tensors.
+        dtype: Data type (default ``torch.float32``).
+    """
+
+    def __init__(
+        self,
+        shape: ShapeLike | None = None,
+        device: Device | None = None,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> None:
+        del kwargs  # torchrl accepts domain hints that mean nothing here
+        super().__init__(shape, device, dtype or torch.float32)
+
+    def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
+        shape = (*_as_shape(batch_shape), *self.shape)
+        if self.dtype.is_floating_point:
+            return torch.randn(shape, dtype=self.dtype, device=self.device)
+        return torch.randint(-100, 100, shape, dtype=self.dtype, device=self.device)
+
+
+class Bounded(TensorSpec):
+    """Data with elementwise bounds ``low <= x <= high``.
+
+    Args:
+        low: Lower bound (a number or a tensor of ``shape``).
+        high: Upper bound (a number or a tensor of ``shape``).
+        shape: Per-copy shape; inferred from tensor bounds when omitted.
+        device: Device of generated tensors.
+        dtype: Data type (default ``torch.float32``).
+    """
+
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(
+        self,
+        low: float | torch.Tensor,
+        high: float | torch.Tensor,
+        shape: ShapeLike | None = None,
+        device: Device | None = None,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> None:
+        del kwargs
+        dtype = dtype or torch.float32
+        low_t = torch.as_tensor(low, dtype=dtype)
+        high_t = torch.as_tensor(high, dtype=dtype)
+        if shape is None:
+            shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
+        super().__init__(shape, device, dtype)
+        self.low = low_t.expand(self.shape).clone().to(self.device)
+        self.high = high_t.expand(self.shape).clone().to(self.device)
+        if bool((self.low > self.high).any()):
+            raise SpecError(f"Bounded: low {low} exceeds high {high}")
+
+    def to(self, device: Device) -> Bounded:
+        clone = super().to(device)
+        assert isinstance(clone, Bounded)
+        clone.low = self.low.to(device)
+        clone.high = self.high.to(device)
+        return clone
+
+    def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
+        shape = (*_as_shape(batch_shape), *self.shape)
+        if self.dtype.is_floating_point:
+            u = torch.rand(shape, dtype=self.dtype, device=self.device)
+            return self.low + u * (self.high - self.low)
+        u = torch.rand(shape, device=self.device)
+        span = (self.high - self.low + 1).to(u.dtype)
+        return (self.low + (u * span).floor().to(self.dtype)).clamp(
+            max=self.high
+        )
+
+    def _assert_values(self, value: torch.Tensor, key: str) -> None:
+        low = self.low.to(value.device)
+        high = self.high.to(value.device)
+        outside = (value < low) | (value > high)
+        if bool(outside.any()):
+            bad = value[outside]
+            raise SpecError(
+                f"{key}: {int(outside.sum())} value(s) outside the bounds"
+                f" [{self.low.min().item()}, {self.high.max().item()}], e.g."
+                f" {bad.flatten()[:3].tolist()}"
+            )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Bounded)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+            and self.device == other.device
+            and torch.equal(self.low, other.low.to(self.device))
+            and torch.equal(self.high, other.high.to(self.device))
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Bounded(low={self.low.tolist()}, high={self.high.tolist()},"
+            f" shape={list(self.shape)}, dtype={self.dtype}, device={self.device})"
+        )
+
+
+class Categorical(TensorSpec):
+    """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry).
+
+    Args:
+        n: Number of categories.
+        shape: Per-copy shape (default ``[]``; rl8 envs usually give ``[1]``).
+        device: Device of generated tensors.
+        dtype: Data type (default ``torch.long``).
+    """
+
+    n: int
+
+    def __init__(
+        self,
+        n: int,
+        shape: ShapeLike | None = None,
+        device: Device | None = None,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> None:
+        del kwargs
+        if int(n) < 1:
+            raise SpecError(f"Categorical: n must be >= 1, received {n}")
+        super().__init__(shape, device, dtype or torch.long)
+        self.n = int(n)
+
+    def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
+        shape = (*_as_shape(batch_shape), *self.shape)
+        return torch.randint(0, self.n, shape, dtype=self.dtype, device=self.device)
+
+    def _assert_values(self, value: torch.Tensor, key: str) -> None:
+        outside = (value < 0) | (value >= self.n)
+        if bool(outside.any()):
+            raise SpecError(
+                f"{key}: {int(outside.sum())} value(s) outside {{0, ..., {self.n - 1}}},"
+                f" e.g. {value[outside].flatten()[:3].tolist()}"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"Categorical(n={self.n}, shape={list(self.shape)}, dtype={self.dtype},"
+            f" device={self.device})"
+        )
+
+
+class Composite(Mapping[str, "Spec"]):
+    """A (nested) dict of specs, for dict observations; data is a :class:`TensorDict`.
+
+    Args:
+        spec_dict: Mapping of keys to specs (or pass them as keyword arguments).
+        shape: Leading per-copy shape shared by every entry (default ``[]``).
+        device: Device every entry is moved to, if given.
+    """
+
+    def __init__(
+        self,
+        spec_dict: Mapping[str, Spec] | None = None,
+        *,
+        shape: ShapeLike | None = None,
+        device: Device | None = None,
+        **specs: Spec,
+    ) -> None:
+        merged = {**(spec_dict or {}), **specs}
+        self.shape = _as_shape(shape)
+        self.device = torch.device(device) if device is not None else None
+        self._specs: dict[str, Spec] = {
+            key: spec.to(self.device) if self.device is not None else spec
+            for key, spec in merged.items()
+        }
+
+    def __getitem__(self, key: str) -> Spec:
+        return self._specs[key]
+
+    def __setitem__(self, key: str, spec: Spec) -> None:
+        self._specs[key] = spec
+
+    def set(self, key: str, spec: Spec) -> Composite:
+        """Set ``key`` to ``spec`` and return ``self``."""
+        self._specs[key] = spec
+        return self
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def to(self, device: Device) -> Composite:
+        return Composite(
+            {k: s.to(device) for k, s in self._specs.items()},
+            shape=self.shape,
+            device=device,
+        )
+
+    def zero(self, batch_shape: ShapeLike = ()) -> TensorDict:
+        batch = _as_shape(batch_shape)
+        return TensorDict(
+            {k: s.zero(batch) for k, s in self._specs.items()},
+            batch_size=batch,
+            device=self.device,
+        )
+
+    def rand(self, batch_shape: ShapeLike = ()) -> TensorDict:
+        batch = _as_shape(batch_shape)
+        return TensorDict(
+            {k: s.rand(batch) for k, s in self._specs.items()},
+            batch_size=batch,
+            device=self.device,
+        )
+
+    def assert_is_in(
+        self, value: Any, *, key: str = "value", check_values: bool = True
+    ) -> None:
+        if not isinstance(value, (TensorDict, Mapping)) and not hasattr(
+            value, "keys"
+        ):
+            raise SpecError(
+                f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
+                f" received {type(value).__name__}"
+            )
+        present = set(value.keys())
+        missing = [k for k in self._specs if k not in present]
+        if missing:
+            raise SpecError(
+                f"{key}: missing key(s) {missing}; received keys {sorted(present)}"
+            )
+        for name, spec in self._specs.items():
+            spec.assert_is_in(
+                value[name], key=f"{key}.{name}", check_values=check_values
+            )
+
+    def is_in(self, value: Any) -> bool:
+        try:
+            self.assert_is_in(value)
+        except SpecError:
+            return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Composite) and self._specs == other._specs
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._specs.items())
+        return f"Composite({inner})"
+
+
+Spec = TensorSpec | Composite
+
+# torchrl's older names, so rl8 environments port by changing the import only.
+UnboundedContinuousTensorSpec = Unbounded
+BoundedTensorSpec = Bounded
+DiscreteTensorSpec = Categorical
+CompositeSpec = Composite
+
+__all__ = [
+    "Bounded",
+    "BoundedTensorSpec",
+    "Categorical",
+    "Composite",
+    "CompositeSpec",
+    "DiscreteTensorSpec",
+    "Spec",
+    "SpecError",
+    "TensorSpec",
+    "Unbounded",
+    "UnboundedContinuousTensorSpec",
+]

@@ -1,0 +1,253 @@
+"""MLflow experiment tracking (the only module that imports mlflow).
+
+Where runs go: ``MLFLOW_TRACKING_URI`` (or an earlier ``mlflow.set_tracking_uri``)
+when set; otherwise a SQLite store ``mlruns/mlflow.db`` in the nearest folder,
+from the current directory upwards, that has an ``mlruns/`` folder (the current
+directory when none has), with artifacts beside it. MLflow 3.x refuses its old
+plain-file store, and its own default writes ``mlflow.db`` into whatever the
+current directory is (``notebooks/`` in a notebook), hence this rule.
+
+Metrics are buffered in memory and written in one synchronous ``log_batch`` at
+most every ``flush_interval_s`` seconds, and on every way out (``flush``,
+``end``, interpreter exit). A synchronous batch on SQLite costs ~8 ms, so a
+step pays nothing and nothing depends on MLflow's async queue, which drops
+everything not flushed when a process exits without ending its run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Protocol
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunStatus
+from mlflow.exceptions import MlflowException
+
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+_MAX_PARAM_LENGTH = 6000
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be reached or written; the message names it."""
+
+
+class Tracker(Protocol):
+    """What a :class:`~rl8lite.Trainer` needs from an experiment tracker."""
+
+    def log_params(self, params: dict[str, Any]) -> None: ...
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None: ...
+
+
+def find_mlruns_dir(start: Path | None = None) -> Path:
+    """The nearest ``mlruns/`` folder from ``start`` (default: cwd) upwards, else ``start/mlruns``."""
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "mlruns").is_dir():
+            return folder / "mlruns"
+    return start / "mlruns"
+
+
+def default_tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else the SQLite store in the project's ``mlruns/``."""
+    if mlflow.is_tracking_uri_set():
+        return mlflow.get_tracking_uri()
+    mlruns = find_mlruns_dir()
+    mlruns.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{mlruns / 'mlflow.db'}"
+
+
+def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """For a local SQLite store, a folder beside the db (never the current directory)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    db_path = Path(tracking_uri[len("sqlite:///"):])
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
+    return (db_path.parent / safe).resolve().as_uri()
+
+
+def ui_command(tracking_uri: str, port: int = 5000) -> str:
+    """The shell command that opens the MLflow UI on ``tracking_uri``."""
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port {port}"
+
+
+def runs_view_url(experiment_id: str, port: int = 5000) -> str:
+    """The UI link to an experiment's runs view (MLflow 3 opens a GenAI page otherwise)."""
+    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def _param_value(value: Any) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        text = json.dumps(value, default=str, sort_keys=True)
+    else:
+        text = str(value)
+    return text[:_MAX_PARAM_LENGTH]
+
+
+_OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
+
+
+@atexit.register
+def _end_open_runs() -> None:
+    for tracker in list(_OPEN_TRACKERS):
+        try:
+            tracker.end("FINISHED")
+        except Exception:  # noqa: BLE001 - interpreter exit: nothing left to report to
+            pass
+
+
+class MlflowTracker:
+    """Logs one training run to MLflow through an explicit client and run id.
+
+    Uses the run the user opened with ``mlflow.start_run`` when there is one
+    (and never ends it); otherwise creates and owns a run of its own, so that
+    several trainers in one process each land in their own comparable run.
+
+    Args:
+        experiment_name: Experiment to log into (created when missing).
+        run_name: Optional name of the run.
+        tags: Optional tags of the run.
+        tracking_uri: Store to use (default: :func:`default_tracking_uri`).
+        flush_interval_s: Longest time metrics wait in memory before being written.
+
+    Raises:
+        TrackingError: The store cannot be reached or written.
+    """
+
+    def __init__(
+        self,
+        experiment_name: str,
+        *,
+        run_name: str | None = None,
+        tags: dict[str, Any] | None = None,
+        tracking_uri: str | None = None,
+        flush_interval_s: float = 1.0,
+    ) -> None:
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        self.flush_interval_s = flush_interval_s
+        self._pending: list[Metric] = []
+        self._last_flush = time.monotonic()
+        active = mlflow.active_run()
+        try:
+            self.client = MlflowClient(self.tracking_uri)
+            if active is not None:
+                self.run_id = active.info.run_id
+                self.experiment_id = active.info.experiment_id
+                self.owns_run = False
+                if tags:
+                    for key, value in tags.items():
+                        self.client.set_tag(self.run_id, key, str(value))
+            else:
+                self.experiment_id = self._experiment_id(experiment_name)
+                run = self.client.create_run(
+                    self.experiment_id,
+                    run_name=run_name,
+                    tags={str(k): str(v) for k, v in (tags or {}).items()},
+                )
+                self.run_id = run.info.run_id
+                self.owns_run = True
+        except MlflowException as e:
+            raise TrackingError(
+                f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}"
+            ) from e
+        except Exception as e:  # noqa: BLE001 - any store failure: name the store, keep the cause
+            raise TrackingError(
+                f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}"
+            ) from e
+        self.ended = False
+        _OPEN_TRACKERS.add(self)
+
+    def _experiment_id(self, name: str) -> str:
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return self.client.create_experiment(
+                name, artifact_location=artifact_location(self.tracking_uri, name)
+            )
+        except MlflowException:
+            # Another process created it between our look-up and our create.
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+    def _reopen(self) -> None:
+        if self.ended:
+            if self.owns_run:
+                self.client.update_run(self.run_id, status="RUNNING")
+            self.ended = False
+            _OPEN_TRACKERS.add(self)
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        """Log params now (synchronously); values longer than MLflow's limit are cut."""
+        self._reopen()
+        items = [Param(str(k), _param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        """Set run tags now."""
+        for key, value in tags.items():
+            self.client.set_tag(self.run_id, key, str(value)[:_MAX_PARAM_LENGTH])
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Queue metrics at ``step``; written when the flush interval has passed."""
+        self._reopen()
+        timestamp = int(time.time() * 1000)
+        self._pending.extend(Metric(k, float(v), timestamp, int(step)) for k, v in metrics.items())
+        if time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every queued metric now."""
+        pending, self._pending = self._pending, []
+        for i in range(0, len(pending), _MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=pending[i : i + _MAX_METRICS_PER_BATCH])
+        self._last_flush = time.monotonic()
+
+    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
+        """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED).
+
+        A user-opened run is flushed but left open. ``message`` is kept as the
+        ``rl8lite.error`` tag. Logging again later reopens an owned run.
+        """
+        if status not in ("FINISHED", "FAILED", "KILLED"):
+            raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
+        if self.ended:
+            return
+        try:
+            self.flush()
+            if message:
+                self.client.set_tag(self.run_id, "rl8lite.error", message[:_MAX_PARAM_LENGTH])
+        finally:
+            if self.owns_run:
+                self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+            self.ended = True
+            _OPEN_TRACKERS.discard(self)
+
+    @property
+    def ui_command(self) -> str:
+        """Shell command that opens the MLflow UI on this store."""
+        return ui_command(self.tracking_uri)
+
+    @property
+    def runs_url(self) -> str:
+        """Link to this experiment's runs view once the UI runs."""
+        return runs_view_url(self.experiment_id)
+
+
+def mlflow_version() -> str:
+    return mlflow.__version__
+

@@ -1,0 +1,85 @@
+"""Small envs for tests: an episodic counter and envs that misbehave on purpose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rl8lite.env import DiscreteDummyEnv, Env
+from rl8lite.specs import Categorical, Unbounded
+
+
+class EpisodicCounter(Env):
+    """Reward 1 per step; copy i's episode lasts ``3 + i % 3`` steps and terminates."""
+
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *, config: dict[str, Any] | None = None, device: Any = "cpu") -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.observation_spec = Unbounded(1, device=self.device)
+        self.action_spec = Categorical(2, shape=[1], device=self.device)
+        self.lengths = 3 + torch.arange(num_envs, device=self.device) % 3
+        self.t = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        self.t = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        return self.t[:, None].float()
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        self.t = self.t + 1
+        done = self.t >= self.lengths
+        self.t = torch.where(done, torch.zeros_like(self.t), self.t)
+        return TensorDict(
+            {
+                "obs": self.t[:, None].float(),
+                "rewards": torch.ones(self.num_envs, 1, device=self.device),
+                "terminated": done[:, None],
+                "truncated": torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device),
+            },
+            batch_size=[self.num_envs],
+        )
+
+
+class BadEnv(DiscreteDummyEnv):
+    """A dummy env whose outputs are broken in the way ``config['fault']`` says."""
+
+    fault = "none"
+    fault_at_step = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps = 0
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        obs = super().reset()
+        if self.fault == "reset_shape":
+            return obs[:, :0]
+        return obs
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        out = super().step(action)
+        self.steps += 1
+        if self.steps <= self.fault_at_step:
+            return out
+        if self.fault == "step_shape":
+            out = TensorDict({"obs": torch.zeros(self.num_envs, 3), "rewards": out["rewards"]}, batch_size=[self.num_envs])
+        elif self.fault == "missing_rewards":
+            del out["rewards"]
+        elif self.fault == "reward_shape":
+            out = TensorDict({"obs": out["obs"], "rewards": torch.zeros(self.num_envs)}, batch_size=[self.num_envs])
+        elif self.fault == "nan_obs":
+            obs = out["obs"].clone()
+            obs[2] = float("nan")
+            out["obs"] = obs
+        elif self.fault == "nan_rewards":
+            rewards = out["rewards"].clone()
+            rewards[1] = float("inf")
+            out["rewards"] = rewards
+        elif self.fault == "terminated_dtype":
+            out["terminated"] = torch.zeros(self.num_envs, 1)
+            out["truncated"] = torch.zeros(self.num_envs, 1, dtype=torch.bool)
+        return out
+
+
+def bad_env(fault: str, at_step: int = 0) -> type[BadEnv]:
+    return type(f"BadEnv_{fault}", (BadEnv,), {"fault": fault, "fault_at_step": at_step})

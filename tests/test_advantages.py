@@ -1,0 +1,151 @@
+"""GAE, reward scaling and episode statistics against independently computed numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rl8lite.advantages import (
+    discounted_return_trace,
+    episode_statistics,
+    generalized_advantage_estimate,
+    normalize,
+)
+
+
+def reference_gae(rewards, values, terminated, truncated, final_values, gamma, lam):
+    """A plain per-copy loop over Python floats, written from the textbook definition."""
+    n, t_max = len(rewards), len(rewards[0])
+    adv = [[0.0] * t_max for _ in range(n)]
+    for i in range(n):
+        running = 0.0
+        for t in reversed(range(t_max)):
+            if terminated[i][t]:
+                next_value, carry = 0.0, 0.0
+            elif truncated[i][t]:
+                next_value, carry = final_values[i][t], 0.0
+            else:
+                next_value, carry = values[i][t + 1], running
+            delta = rewards[i][t] + gamma * next_value - values[i][t]
+            running = delta + gamma * lam * carry
+            adv[i][t] = running
+    return adv
+
+
+def test_gae_three_steps_by_hand() -> None:
+    # gamma = 0.5, lambda = 0.5, no episode ends:
+    # deltas: d2 = 1 + .5*4 - 3 = 0, d1 = 1 + .5*3 - 2 = 0.5, d0 = 1 + .5*2 - 1 = 1
+    # A2 = 0, A1 = 0.5 + .25*0 = 0.5, A0 = 1 + .25*0.5 = 1.125
+    rewards = torch.tensor([[1.0, 1.0, 1.0]])
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    adv, ret = generalized_advantage_estimate(rewards, values, gamma=0.5, gae_lambda=0.5)
+    torch.testing.assert_close(adv, torch.tensor([[1.125, 0.5, 0.0]]))
+    torch.testing.assert_close(ret, torch.tensor([[2.125, 2.5, 3.0]]))
+
+
+def test_terminated_cuts_the_bootstrap_by_hand() -> None:
+    # Termination at t=1: d1 = 1 + 0 - 2 = -1 and A1 does not carry A2;
+    # A2 = d2 = 1 + .5*4 - 3 = 0; A0 = (1 + .5*2 - 1) + .25*(-1) = 0.75
+    rewards = torch.tensor([[1.0, 1.0, 1.0]])
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    terminated = torch.tensor([[False, True, False]])
+    truncated = torch.zeros_like(terminated)
+    adv, _ = generalized_advantage_estimate(
+        rewards, values, gamma=0.5, gae_lambda=0.5,
+        terminated=terminated, truncated=truncated, final_values=torch.zeros(1, 3),
+    )
+    torch.testing.assert_close(adv, torch.tensor([[0.75, -1.0, 0.0]]))
+
+
+def test_truncated_bootstraps_from_the_final_value_by_hand() -> None:
+    # Truncation at t=1 with V(final_obs) = 10: d1 = 1 + .5*10 - 2 = 4, no carry;
+    # A0 = 1 + .25*4 = 2
+    rewards = torch.tensor([[1.0, 1.0, 1.0]])
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    truncated = torch.tensor([[False, True, False]])
+    terminated = torch.zeros_like(truncated)
+    final_values = torch.tensor([[0.0, 10.0, 0.0]])
+    adv, _ = generalized_advantage_estimate(
+        rewards, values, gamma=0.5, gae_lambda=0.5,
+        terminated=terminated, truncated=truncated, final_values=final_values,
+    )
+    torch.testing.assert_close(adv, torch.tensor([[2.0, 4.0, 0.0]]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gae_matches_a_reference_loop_on_random_episodes(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    n, t = 7, 13
+    rewards = torch.randn(n, t, generator=g)
+    values = torch.randn(n, t + 1, generator=g)
+    terminated = torch.rand(n, t, generator=g) < 0.15
+    truncated = (torch.rand(n, t, generator=g) < 0.15) & ~terminated
+    final_values = torch.randn(n, t, generator=g)
+    adv, ret = generalized_advantage_estimate(
+        rewards, values, gamma=0.97, gae_lambda=0.9,
+        terminated=terminated, truncated=truncated, final_values=final_values,
+    )
+    expected = reference_gae(
+        rewards.tolist(), values.tolist(), terminated.tolist(), truncated.tolist(),
+        final_values.tolist(), 0.97, 0.9,
+    )
+    torch.testing.assert_close(adv, torch.tensor(expected), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ret, adv + values[:, :-1])
+
+
+def test_gae_is_pure() -> None:
+    rewards, values = torch.ones(2, 3), torch.ones(2, 4)
+    before = (rewards.clone(), values.clone())
+    generalized_advantage_estimate(rewards, values, gamma=0.9, gae_lambda=0.9)
+    assert torch.equal(rewards, before[0]) and torch.equal(values, before[1])
+
+
+def test_normalize() -> None:
+    out = normalize(torch.tensor([1.0, 2.0, 3.0]))
+    torch.testing.assert_close(out, torch.tensor([-1.0, 0.0, 1.0]), atol=1e-6, rtol=0)
+
+
+def test_discounted_return_trace_restarts_after_episode_end() -> None:
+    rewards = torch.tensor([[1.0, 2.0, 3.0]])
+    ends = torch.tensor([[False, True, False]])
+    trace = discounted_return_trace(rewards, torch.tensor([10.0]), gamma=0.5, episode_ends=ends)
+    # G1 = .5*10 + 1 = 6, G2 = .5*6 + 2 = 5, then restart: G3 = 0 + 3 = 3
+    torch.testing.assert_close(trace, torch.tensor([[6.0, 5.0, 3.0]]))
+
+
+def reference_episodes(rewards, ends, carry_ret, carry_len):
+    returns, lengths = [], []
+    new_ret, new_len = [], []
+    for i in range(len(rewards)):
+        r, length = carry_ret[i], carry_len[i]
+        for t in range(len(rewards[i])):
+            r += rewards[i][t]
+            length += 1
+            if ends[i][t]:
+                returns.append(r)
+                lengths.append(length)
+                r, length = 0.0, 0
+        new_ret.append(r)
+        new_len.append(length)
+    return returns, lengths, new_ret, new_len
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_episode_statistics_match_a_reference_loop(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    n, t = 6, 20
+    rewards = torch.randn(n, t, generator=g)
+    ends = torch.rand(n, t, generator=g) < 0.2
+    carry_ret = torch.randn(n, generator=g)
+    carry_len = torch.randint(0, 50, (n,), generator=g)
+    stats = episode_statistics(rewards, ends, carry_ret, carry_len)
+    returns, lengths, new_ret, new_len = reference_episodes(
+        rewards.tolist(), ends.tolist(), carry_ret.tolist(), carry_len.tolist()
+    )
+    assert int(stats["count"]) == len(returns)
+    assert float(stats["return_sum"]) == pytest.approx(sum(returns), abs=1e-4)
+    assert float(stats["return_min"]) == pytest.approx(min(returns), abs=1e-5)
+    assert float(stats["return_max"]) == pytest.approx(max(returns), abs=1e-5)
+    assert int(stats["length_sum"]) == sum(lengths)
+    torch.testing.assert_close(stats["carry_return"], torch.tensor(new_ret), atol=1e-4, rtol=0)
+    assert stats["carry_length"].tolist() == new_len

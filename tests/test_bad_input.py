@@ -1,0 +1,127 @@
+"""Bad input gets an error naming the culprit, raised before state is damaged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rl8lite import Algorithm, AlgorithmConfig, ConfigError, Trainer
+from rl8lite.checks import EnvOutputError, NonFiniteError
+from rl8lite.env import DiscreteDummyEnv, EnvConfigError
+from rl8lite.examples import CartPole
+
+from .helpers import bad_env
+
+INVALID = [
+    ("num_envs", 0, r"num_envs must be >= 1, received 0"),
+    ("num_envs", 2.5, r"num_envs must be an int, received 2.5"),
+    ("horizon", 0, r"horizon must be >= 1"),
+    ("horizons_per_env_reset", 0, r"horizons_per_env_reset must be > 0 .* or < 0"),
+    ("gamma", 0.0, r"gamma must be in \(0.0, 1.0\]"),
+    ("gamma", 1.5, r"gamma must be in \(0.0, 1.0\], received 1.5"),
+    ("gae_lambda", -0.1, r"gae_lambda must be in \[0.0, 1.0\]"),
+    ("gae_lambda", float("nan"), r"gae_lambda must be a number"),
+    ("clip_param", 1.0, r"clip_param must be in \(0.0, 1.0\)"),
+    ("clip_param", 0.0, r"clip_param must be in \(0.0, 1.0\)"),
+    ("vf_clip_param", 0.0, r"vf_clip_param must be in \(0.0, inf\] or None"),
+    ("dual_clip_param", 1.0, r"dual_clip_param must be in \(1.0, inf\] or None"),
+    ("vf_coeff", -1.0, r"vf_coeff must be in \[0.0, inf\]"),
+    ("entropy_coeff", -0.01, r"entropy_coeff must be in \[0.0, inf\]"),
+    ("target_kl_div", 0.0, r"target_kl_div must be in \(0.0, inf\] or None"),
+    ("max_grad_norm", -1.0, r"max_grad_norm must be in \(0.0, inf\] or None"),
+    ("num_sgd_iters", 0, r"num_sgd_iters must be >= 1"),
+    ("sgd_minibatch_size", 0, r"sgd_minibatch_size must be >= 1"),
+    ("sgd_minibatch_size", 10_000, r"sgd_minibatch_size=10000 exceeds the buffer's num_envs \* horizon = 64"),
+    ("update_chunk_size", 0, r"update_chunk_size must be >= 1"),
+    ("accumulate_grads", True, r"accumulate_grads=True needs more than one minibatch"),
+    ("normalize_rewards", "yes", r"normalize_rewards must be a bool"),
+    ("optimizer_config", {"lr": -1.0}, r"optimizer_config\['lr'\] must be > 0"),
+    ("optimizer_cls", dict, r"optimizer_cls must be a torch.optim.Optimizer subclass"),
+    ("lr_schedule", [(5, 0.1)], r"lr_schedule must start at env_steps 0"),
+    ("entropy_coeff_schedule", [(0, 0.1), (0, 0.0)], r"entropy_coeff_schedule env_steps must increase strictly"),
+    ("lr_schedule_kind", "cosine", r"lr_schedule_kind must be 'step' or 'interp'"),
+    ("seed", -1, r"seed must be >= 0"),
+    ("device", "cuda:0" if not torch.cuda.is_available() else "tpu", r"device .*"),
+]
+
+
+@pytest.mark.parametrize("field, value, message", INVALID, ids=[f"{f}={v!r}" for f, v, _ in INVALID])
+def test_invalid_hyperparameters_name_the_field(field: str, value, message: str) -> None:
+    kwargs = {"num_envs": 8, "horizon": 8, field: value}
+    with pytest.raises(ConfigError, match=message):
+        Algorithm(DiscreteDummyEnv, **kwargs)
+    with pytest.raises(ConfigError, match=message):
+        AlgorithmConfig(**kwargs).validate()
+
+
+def test_unknown_config_field_lists_the_valid_ones() -> None:
+    with pytest.raises(TypeError, match=r"Unknown AlgorithmConfig field\(s\) \['lerning_rate'\]; valid fields: .*'gamma'"):
+        Algorithm(DiscreteDummyEnv, lerning_rate=1e-3)
+
+
+def test_model_and_model_cls_are_exclusive() -> None:
+    with pytest.raises(ConfigError, match="model excludes model_cls"):
+        Algorithm(DiscreteDummyEnv, model=torch.nn.Linear(1, 1), model_config={"hiddens": [4]})
+
+
+def test_env_limits_are_checked_at_construction() -> None:
+    class Small(DiscreteDummyEnv):
+        max_num_envs = 4
+        max_horizon = 8
+
+    with pytest.raises(ValueError, match=r"Small: num_envs=5 exceeds Small.max_num_envs=4"):
+        Algorithm(Small, num_envs=5, horizon=2)
+    with pytest.raises(ValueError, match=r"Small: horizon=9 exceeds Small.max_horizon=8"):
+        Algorithm(Small, num_envs=2, horizon=9)
+
+
+def test_unknown_env_config_key_is_named() -> None:
+    algo = Algorithm(CartPole, num_envs=2, horizon=2)
+    with pytest.raises(EnvConfigError, match=r"CartPole has no config parameter\(s\) \['lenght'\]; valid: .*'length'"):
+        algo.collect(env_config={"lenght": 1.0})
+    with pytest.raises(EnvConfigError, match="'mass'"):
+        Algorithm(CartPole, num_envs=2, env_config={"mass": 1.0})
+
+
+@pytest.mark.parametrize(
+    "fault, error, message",
+    [
+        ("reset_shape", EnvOutputError, r"BadEnv_reset_shape.reset output: expected shape \[\.\.\., 1\].*received \[4, 0\]"),
+        ("step_shape", EnvOutputError, r"BadEnv_step_shape.step output 'obs': expected shape \[\.\.\., 1\].*received \[4, 3\]"),
+        ("missing_rewards", EnvOutputError, r"step output is missing 'rewards'; received keys \['obs'\]"),
+        ("reward_shape", EnvOutputError, r"step output 'rewards': expected shape \[4, 1\], received \[4\]"),
+        ("terminated_dtype", EnvOutputError, r"'terminated': expected bool dtype, received torch.float32"),
+        ("nan_obs", NonFiniteError, r"non-finite 'obs' \(NaN or Inf\) in env copies \[2\] at time steps \[1\]"),
+        ("nan_rewards", NonFiniteError, r"non-finite 'rewards' \(NaN or Inf\) in env copies \[1\] at time steps \[0, 1, 2\]"),
+    ],
+)
+def test_bad_env_outputs_are_named_before_the_policy_changes(fault, error, message, experiment_name) -> None:
+    algo = Algorithm(bad_env(fault), num_envs=4, horizon=3, seed=0)
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    trainer = Trainer(algo, experiment_name=experiment_name, progress=False)
+    with pytest.raises(error, match=message):
+        trainer.run()
+    assert trainer.state["algorithm/steps"] == 0 and not algo.state.buffered
+    for a, b in zip(before, algo.policy.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(error):
+        algo.validate()
+
+
+def test_validate_passes_on_good_envs() -> None:
+    for env in (DiscreteDummyEnv, CartPole):
+        algo = Algorithm(env, num_envs=4, horizon=2)
+        algo.validate()
+        assert algo.collect()["env/resets"] == 4  # validate leaves the next collect to reset
+
+
+def test_non_finite_gradients_leave_parameters_intact() -> None:
+    algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=3, seed=0)
+    algo.collect()
+    algo.buffer["advantages"].fill_(0)
+    algo.buffer["rewards"][0, 0] = float("nan")  # poisons the returns, hence the value loss
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    with pytest.raises(NonFiniteError, match="non-finite gradient norm"):
+        algo.step()
+    for a, b in zip(before, algo.policy.parameters()):
+        assert torch.equal(a, b)

@@ -1,0 +1,132 @@
+"""MLflow logging, in a temporary store: params, metrics at env steps, eval, run status."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from rl8lite import Algorithm, Trainer
+from rl8lite.conditions import HitsUpperBound
+from rl8lite.env import DiscreteDummyEnv
+from rl8lite.examples import CartPole
+from rl8lite.tracking import MlflowTracker, TrackingError, default_tracking_uri, find_mlruns_dir
+
+from .helpers import bad_env
+
+
+def history(client: mlflow.MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
+
+
+def test_params_metrics_and_eval_are_logged(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    algo = Algorithm(CartPole, num_envs=8, horizon=4, horizons_per_env_reset=2, seed=0)
+    trainer = Trainer(algo, experiment_name=experiment_name, run_name="r1", tags={"team": "rl"}, progress=False)
+    trainer.run(steps_per_eval=2, stop_conditions=[HitsUpperBound("algorithm/steps", 4)])
+    trainer.eval(env_config={"length": 1.0}, name="long_pole")
+    trainer.close()
+    run = client.get_run(trainer.tracker.run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "r1" and run.data.tags["team"] == "rl"
+    params = run.data.params
+    assert params["gamma"] == "0.99" and params["horizons_per_env_reset"] == "2"
+    assert params["env_cls"] == "rl8lite.examples.cartpole.CartPole"
+    assert params["distribution_cls"] == "rl8lite.distributions.Categorical"
+    assert params["versions/mlflow"] == mlflow.__version__ and "versions/torch" in params and params["seed"] == "0"
+    # one point per step, at step = env steps, none lost
+    assert [s for s, _ in history(client, run.info.run_id, "returns/mean")] == [32, 64, 96, 128]
+    for key in ("losses/total", "monitors/kl_div", "monitors/explained_variance", "profiling/step_ms",
+                "throughput/env_steps_per_s", "memory/buffer_bytes", "episodes/count", "env/steps"):
+        assert len(history(client, run.info.run_id, key)) == 4, key
+    assert history(client, run.info.run_id, "eval/returns/mean")[0][0] == 64
+    assert history(client, run.info.run_id, "eval/long_pole/returns/mean")[0][0] == 128
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.name == experiment_name
+    assert experiment.artifact_location.startswith("file://") and "mlruns" not in Path.cwd().as_posix() + experiment.artifact_location.split(os.sep)[0]
+
+
+def test_each_trainer_gets_its_own_run(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    runs = []
+    for lr in (1e-3, 3e-3):  # rl8 fails here with "Changing param values is not allowed"
+        trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, optimizer_config={"lr": lr}),
+                          experiment_name=experiment_name, progress=False)
+        trainer.step()
+        trainer.close()
+        runs.append(trainer.tracker.run_id)
+    assert runs[0] != runs[1]
+    assert mlflow.active_run() is None
+
+
+def test_user_run_is_respected_and_left_open(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    mlflow.set_experiment(experiment_name)
+    with mlflow.start_run() as user_run:
+        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), progress=False) as trainer:
+            trainer.step()
+        assert trainer.tracker.run_id == user_run.info.run_id
+        assert client.get_run(user_run.info.run_id).info.status == "RUNNING"
+        assert history(client, user_run.info.run_id, "env/steps") == [(4, 4.0)]
+    assert client.get_run(user_run.info.run_id).info.status == "FINISHED"
+
+
+def test_exception_fails_the_run_and_keeps_every_metric(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    trainer = Trainer(Algorithm(bad_env("nan_obs", at_step=9), num_envs=4, horizon=3, horizons_per_env_reset=-1),
+                      experiment_name=experiment_name, progress=False)
+    with pytest.raises(ValueError, match="non-finite 'obs'"):
+        trainer.run()
+    run = client.get_run(trainer.tracker.run_id)
+    assert run.info.status == "FAILED"
+    assert "NonFiniteError" in run.data.tags["rl8lite.error"]
+    assert [s for s, _ in history(client, run.info.run_id, "returns/mean")] == [12, 24, 36]
+
+
+def test_keyboard_interrupt_kills_the_run(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False)
+
+    def interrupt(stats):
+        if stats["algorithm/steps"] == 3:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run(stop_conditions=[interrupt])
+    run = client.get_run(trainer.tracker.run_id)
+    assert run.info.status == "KILLED"
+    assert len(history(client, run.info.run_id, "env/steps")) == 3
+    # the trainer stays usable and reopens its run
+    trainer.step()
+    assert client.get_run(trainer.tracker.run_id).info.status == "RUNNING"
+    trainer.close()
+    assert client.get_run(trainer.tracker.run_id).info.status == "FINISHED"
+
+
+def test_context_manager_ends_the_run_failed_on_error(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    with pytest.raises(ZeroDivisionError):
+        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False) as trainer:
+            trainer.step()
+            1 / 0
+    assert client.get_run(trainer.tracker.run_id).info.status == "FAILED"
+
+
+def test_default_store_is_sqlite_in_the_nearest_mlruns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(None)
+    assert find_mlruns_dir() == tmp_path / "mlruns"
+    uri = default_tracking_uri()
+    assert uri == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    tracker = MlflowTracker("demo")
+    tracker.log_metrics({"x": 1.0}, step=1)
+    tracker.end()
+    experiment = mlflow.MlflowClient(uri).get_experiment_by_name("demo")
+    assert experiment.artifact_location == (tmp_path / "mlruns" / "demo").as_uri()
+    assert not (tmp_path / "notebooks" / "mlflow.db").exists()
+
+
+def test_unwritable_store_is_reported_at_construction(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    with pytest.raises(TrackingError, match="cannot .* the MLflow tracking store"):
+        MlflowTracker("x", tracking_uri=f"sqlite:///{blocked}/mlflow.db")

@@ -1,0 +1,120 @@
+"""Specs (zero/rand/assert_is_in) and distributions (log-probs against torch.distributions)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rl8lite import distributions as D
+from rl8lite.specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    DiscreteTensorSpec,
+    SpecError,
+    Unbounded,
+    UnboundedContinuousTensorSpec,
+)
+
+
+def test_torchrl_style_constructors_and_aliases() -> None:
+    assert Unbounded(5).shape == torch.Size([5])
+    assert UnboundedContinuousTensorSpec(shape=torch.Size([3]), dtype=torch.float64).dtype == torch.float64
+    spec = DiscreteTensorSpec(3, shape=torch.Size([1]))
+    assert isinstance(spec, Categorical) and spec.n == 3 and spec.shape == torch.Size([1])
+    assert Bounded(-1.0, 2.0, shape=[2]).high.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    "spec", [Unbounded(3), Bounded(-2.0, 2.0, shape=[2]), Categorical(4, shape=[1]), Categorical(4)]
+)
+def test_zero_and_rand_are_in_the_spec(spec) -> None:
+    for value in (spec.zero([5]), spec.rand([5])):
+        assert value.shape == torch.Size([5, *spec.shape])
+        spec.assert_is_in(value)
+
+
+def test_composite_zero_rand_and_nested_errors() -> None:
+    spec = Composite(obs=Unbounded(3), action_mask=Categorical(2, shape=[4]))
+    td = spec.rand([6])
+    assert td.batch_size == torch.Size([6]) and td["obs"].shape == torch.Size([6, 3])
+    spec.assert_is_in(td)
+    del td["obs"]
+    with pytest.raises(SpecError, match=r"missing key\(s\) \['obs'\]"):
+        spec.assert_is_in(td, key="reset output")
+
+
+def test_assert_is_in_names_key_expected_and_received() -> None:
+    with pytest.raises(SpecError, match=r"obs: expected shape \[\.\.\., 3\].*received \[5, 4\]"):
+        Unbounded(3).assert_is_in(torch.zeros(5, 4), key="obs")
+    with pytest.raises(SpecError, match=r"obs: expected dtype torch.float32, received torch.float64"):
+        Unbounded(3).assert_is_in(torch.zeros(5, 3, dtype=torch.float64), key="obs")
+    with pytest.raises(SpecError, match=r"a: 1 value\(s\) outside the bounds \[-1.0, 1.0\]"):
+        Bounded(-1.0, 1.0, shape=[1]).assert_is_in(torch.tensor([[0.5], [3.0]]), key="a")
+    with pytest.raises(SpecError, match=r"outside \{0, \.\.\., 1\}"):
+        Categorical(2).assert_is_in(torch.tensor([0, 2]))
+
+
+def test_categorical_matches_torch_and_respects_masks() -> None:
+    torch.manual_seed(0)
+    spec = Categorical(4, shape=[1])
+    logits = torch.randn(64, 4)
+    dist = D.Categorical(logits, spec)
+    ref = torch.distributions.Categorical(logits=logits)
+    actions = dist.sample()
+    assert actions.shape == torch.Size([64, 1])
+    torch.testing.assert_close(dist.logp(actions), ref.log_prob(actions[:, 0])[:, None])
+    torch.testing.assert_close(dist.entropy(), ref.entropy()[:, None])
+    mask = torch.tensor([[True, False, True, False]]).expand(64, 4)
+    masked = D.Categorical(logits, spec, action_mask=mask)
+    samples = torch.cat([masked.sample() for _ in range(50)])
+    assert set(samples.flatten().tolist()) <= {0, 2}
+    assert set(masked.deterministic_sample().flatten().tolist()) <= {0, 2}
+    probs = masked.log_probs.exp()
+    assert torch.all(probs[:, 1] == 0) and torch.all(probs[:, 3] == 0)
+    assert torch.isfinite(masked.entropy()).all()
+
+
+def test_normal_matches_torch() -> None:
+    torch.manual_seed(0)
+    spec = Unbounded(2)
+    features = 0.5 * torch.randn(32, 4)  # log-stds inside the clamp range [-20, 2]
+    dist = D.Normal(features, spec)
+    mean, log_std = features.chunk(2, -1)
+    ref = torch.distributions.Normal(mean, log_std.exp())
+    actions, logp = dist.sample_with_logp()
+    torch.testing.assert_close(logp, ref.log_prob(actions).sum(-1, keepdim=True))
+    torch.testing.assert_close(dist.logp(actions), logp)
+    torch.testing.assert_close(dist.entropy(), ref.entropy().sum(-1, keepdim=True))
+    torch.testing.assert_close(dist.deterministic_sample(), mean)
+
+
+def test_squashed_normal_stays_in_bounds_and_logp_is_consistent() -> None:
+    torch.manual_seed(0)
+    spec = Bounded(-2.0, 4.0, shape=[1])
+    features = 0.5 * torch.randn(256, 2)
+    dist = D.SquashedNormal(features, spec)
+    actions, logp = dist.sample_with_logp()
+    assert actions.min() >= -2.0 and actions.max() <= 4.0
+    torch.testing.assert_close(dist.logp(actions), logp, rtol=1e-3, atol=1e-3)
+    # Change of variables: log p(a) = log N(u) - log(scale * (1 - tanh(u)^2)), scale = 3
+    mean, log_std = features.chunk(2, -1)
+    u = torch.atanh((actions - 1.0) / 3.0)
+    ref = torch.distributions.Normal(mean, log_std.exp()).log_prob(u) - torch.log(3.0 * (1 - torch.tanh(u) ** 2))
+    inside = (torch.tanh(u).abs() < 0.99).flatten()  # the 1e-6 log guard only matters at saturation
+    assert inside.float().mean() > 0.9
+    torch.testing.assert_close(logp[inside], ref[inside], rtol=1e-3, atol=1e-3)
+
+
+def test_default_distribution_and_num_inputs() -> None:
+    assert D.default_distribution_cls(Categorical(3)) is D.Categorical
+    assert D.default_distribution_cls(Bounded(-1.0, 1.0, shape=[2])) is D.SquashedNormal
+    assert D.default_distribution_cls(Unbounded(2)) is D.Normal
+    assert D.Normal.num_inputs(Unbounded(3)) == 6
+    assert D.Categorical.num_inputs(Categorical(5, shape=[1])) == 5
+    with pytest.raises(TypeError, match="Categorical needs a Categorical action spec"):
+        D.Categorical.num_inputs(Unbounded(2))
+    entropy = float(D.Normal(torch.zeros(1, 2), Unbounded(1)).entropy())
+    assert entropy == pytest.approx(0.5 + 0.5 * math.log(2 * math.pi), rel=1e-6)
