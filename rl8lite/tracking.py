@@ -19,12 +19,17 @@ from __future__ import annotations
 import atexit
 import json
 import re
+import sys
+import tempfile
 import time
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
 import mlflow
+import mlflow.pytorch
+import numpy as np
+import torch
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
@@ -44,6 +49,8 @@ class Tracker(Protocol):
     def log_params(self, params: dict[str, Any]) -> None: ...
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def log_model(self, module: torch.nn.Module, input_example: np.ndarray, name: str) -> str: ...
 
     def flush(self) -> None: ...
 
@@ -78,8 +85,14 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri``."""
-    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port {port}"
+    """The shell command that opens the MLflow UI on ``tracking_uri``.
+
+    Names the ``mlflow`` executable beside the running Python (the venv's),
+    so the command works without activating the environment.
+    """
+    beside = Path(sys.executable).parent / "mlflow"
+    executable = str(beside) if beside.exists() else "mlflow"
+    return f"{executable} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port {port}"
 
 
 def runs_view_url(experiment_id: str, port: int = 5000) -> str:
@@ -209,6 +222,27 @@ class MlflowTracker:
         self._pending.extend(Metric(k, float(v), timestamp, int(step)) for k, v in metrics.items())
         if time.monotonic() - self._last_flush >= self.flush_interval_s:
             self.flush()
+
+    def log_model(self, module: torch.nn.Module, input_example: np.ndarray, name: str = "policy") -> str:
+        """Save ``module`` as an MLflow pytorch model (``pt2``) under the run's artifacts.
+
+        Returns its URI, ``runs:/<run id>/<name>``, which ``mlflow.pyfunc.load_model``
+        serves: ``predict`` takes a numpy batch of observations. Requirements are
+        passed explicitly (inferring them costs seconds).
+        """
+        self._reopen()
+        requirements = [f"torch=={torch.__version__.split('+')[0]}", f"numpy=={np.__version__}"]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/{name}"
+            mlflow.pytorch.save_model(
+                module,
+                path,
+                input_example=input_example,
+                pip_requirements=requirements,
+                serialization_format="pt2",
+            )
+            self.client.log_artifacts(self.run_id, path, artifact_path=name)
+        return f"runs:/{self.run_id}/{name}"
 
     def flush(self) -> None:
         """Write every queued metric now."""

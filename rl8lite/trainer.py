@@ -13,6 +13,8 @@ from typing import Any, TextIO
 
 from .algorithm import Algorithm
 from .conditions import Condition
+from .export import DeterministicActor, example_observation
+from .specs import Composite
 from .tracking import MlflowTracker, Tracker, mlflow_version
 
 _PROGRESS_KEYS = (
@@ -65,6 +67,8 @@ class Trainer:
         tags: MLflow run tags.
         progress: Print a one-line progress report per step of :meth:`run`
             (at most one line a second, and always the last).
+        save_policy: Save the policy as an MLflow model (``policy``) whenever
+            :meth:`run` finishes normally (see :meth:`log_policy`).
         tracker: A custom tracker instead of MLflow (anything with the
             :class:`~rl8lite.tracking.Tracker` methods).
 
@@ -85,6 +89,7 @@ class Trainer:
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         progress: bool = True,
+        save_policy: bool = True,
         tracker: Tracker | None = None,
     ) -> None:
         self.algorithm = algorithm
@@ -94,6 +99,7 @@ class Trainer:
             "env/steps": 0,
         }
         self.progress = progress
+        self.save_policy = save_policy
         self.tracker: Tracker = tracker or MlflowTracker(
             experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
         )
@@ -217,8 +223,20 @@ class Trainer:
             self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
             raise
         self._report(train_stats, final=True)
+        if self.save_policy and not isinstance(self.algorithm.env.observation_spec, Composite):
+            self.log_policy()
         self.tracker.end("FINISHED")
         return train_stats
+
+    def log_policy(self, name: str = "policy") -> str:
+        """Save the deterministic policy to the run as an MLflow model; return its URI.
+
+        Examples:
+            >>> uri = trainer.log_policy()  # doctest: +SKIP
+            >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
+        """
+        spec = self.algorithm.env.observation_spec
+        return self.tracker.log_model(DeterministicActor(self.algorithm.policy), example_observation(spec), name)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED") -> None:

@@ -130,3 +130,19 @@ def test_unwritable_store_is_reported_at_construction(tmp_path: Path) -> None:
     blocked.write_text("")
     with pytest.raises(TrackingError, match="cannot .* the MLflow tracking store"):
         MlflowTracker("x", tracking_uri=f"sqlite:///{blocked}/mlflow.db")
+
+
+def test_policy_is_saved_as_an_mlflow_model(experiment_name: str) -> None:
+    import numpy as np
+    import torch
+
+    algo = Algorithm(CartPole, num_envs=4, horizon=4, seed=0)
+    trainer = Trainer(algo, experiment_name=experiment_name, progress=False)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 1)])
+    model = mlflow.pyfunc.load_model(f"runs:/{trainer.tracker.run_id}/policy")
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    actions = model.predict(obs)
+    with torch.no_grad():
+        expected = algo.policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
+    assert actions.shape == (5, 1) and actions.dtype == np.int64
+    np.testing.assert_array_equal(actions, expected)

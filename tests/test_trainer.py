@@ -11,7 +11,7 @@ from rl8lite.env import DiscreteDummyEnv
 
 def make(experiment_name: str, k: int = 1, **kw) -> Trainer:
     algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=3, horizons_per_env_reset=k, seed=0, **kw)
-    return Trainer(algo, experiment_name=experiment_name, progress=False)
+    return Trainer(algo, experiment_name=experiment_name, progress=False, save_policy=False)
 
 
 def test_counters(experiment_name: str) -> None:
