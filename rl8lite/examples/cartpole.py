@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys, Device
 from ..env import Env, apply_env_config
 from ..specs import Categorical, Unbounded
+from ._render import Canvas
 
 DEFAULTS: dict[str, Any] = {
     "gravity": 9.8,
@@ -19,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "length": 0.5,  # half the pole's length
     "force_mag": 10.0,
     "tau": 0.02,  # seconds between state updates
+    "kinematics_integrator": "euler",  # or "semi-implicit euler"
     "theta_threshold": 12 * 2 * math.pi / 360,
     "x_threshold": 2.4,
     "max_episode_steps": 500,
@@ -30,10 +33,12 @@ class CartPole(Env):
 
     Observation ``[x, x_dot, theta, theta_dot]``; action 0 pushes left, 1 pushes
     right; reward 1 per step. An episode terminates when the pole passes 12
-    degrees or the cart leaves ±2.4, and is truncated after 500 steps. Physical
-    parameters (rl8's names) are set with ``reset(config={...})``.
+    degrees or the cart leaves ±2.4, and is truncated after 500 steps. The state
+    is kept in float64 (as Gymnasium's is) and observed as float32. Parameters
+    (rl8's names, see ``DEFAULTS``) are set with ``config=`` or ``reset(config={...})``.
 
     Examples:
+        >>> import torch
         >>> from rl8lite.examples import CartPole
         >>> env = CartPole(4)
         >>> env.reset(config={"length": 1.0}).shape
@@ -57,17 +62,18 @@ class CartPole(Env):
         self.observation_spec = Unbounded(4, device=self.device)
         self.action_spec = Categorical(2, shape=[1], device=self.device)
         self.params = apply_env_config(type(self).__name__, DEFAULTS, self.config)
-        self.state = torch.zeros(num_envs, 4, device=self.device)
+        self.state = self._initial_states()
         self.elapsed = torch.zeros(num_envs, 1, dtype=torch.long, device=self.device)
 
-    def _initial_states(self, count: int) -> torch.Tensor:
-        return torch.empty(count, 4, device=self.device).uniform_(-0.05, 0.05)
+    def _initial_states(self) -> torch.Tensor:
+        state = torch.empty(self.num_envs, 4, dtype=torch.float64, device=self.device)
+        return state.uniform_(-0.05, 0.05)
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
         self.params = apply_env_config(type(self).__name__, {**DEFAULTS, **self.config}, config)
-        self.state = self._initial_states(self.num_envs)
+        self.state = self._initial_states()
         self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)
-        return self.state.clone()
+        return self.state.float()
 
     def step(self, action: torch.Tensor) -> TensorDict:
         p = self.params
@@ -83,21 +89,26 @@ class CartPole(Env):
         )
         x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
         tau = p["tau"]
-        state = torch.stack(
-            (x + tau * x_dot, x_dot + tau * x_acc, theta + tau * theta_dot, theta_dot + tau * theta_acc),
-            dim=-1,
-        )
-        self.elapsed = self.elapsed + 1
-        terminated = (state[:, 0].abs() > p["x_threshold"]) | (state[:, 2].abs() > p["theta_threshold"])
+        if p["kinematics_integrator"] == "euler":
+            x, x_dot = x + tau * x_dot, x_dot + tau * x_acc
+            theta, theta_dot = theta + tau * theta_dot, theta_dot + tau * theta_acc
+        else:
+            x_dot = x_dot + tau * x_acc
+            x = x + tau * x_dot
+            theta_dot = theta_dot + tau * theta_acc
+            theta = theta + tau * theta_dot
+        state = torch.stack((x, x_dot, theta, theta_dot), dim=-1)
+        terminated = (x.abs() > p["x_threshold"]) | (theta.abs() > p["theta_threshold"])
         terminated = terminated[:, None]
+        self.elapsed = self.elapsed + 1
         truncated = (self.elapsed >= p["max_episode_steps"]) & ~terminated
         done = terminated | truncated
-        self.state = torch.where(done, self._initial_states(self.num_envs), state)
-        self.elapsed = torch.where(done, torch.zeros_like(self.elapsed), self.elapsed)
+        self.state = torch.where(done, self._initial_states(), state)
+        self.elapsed = self.elapsed.masked_fill(done, 0)
         return TensorDict(
             {
-                DataKeys.OBS: self.state,
-                DataKeys.FINAL_OBS: state,
+                DataKeys.OBS: self.state.float(),
+                DataKeys.FINAL_OBS: state.float(),
                 DataKeys.REWARDS: torch.ones(self.num_envs, 1, device=self.device),
                 DataKeys.TERMINATED: terminated,
                 DataKeys.TRUNCATED: truncated,
@@ -105,3 +116,22 @@ class CartPole(Env):
             batch_size=[self.num_envs],
             device=self.device,
         )
+
+    def render(self) -> np.ndarray:
+        """An RGB ``uint8`` frame ``[400, 600, 3]`` of copy 0: the track, the cart and the pole."""
+        p = self.params
+        x, _, theta, _ = self.state[0].tolist()
+        canvas = Canvas(600, 400)
+        scale = 600 / (2 * p["x_threshold"])
+        cart_x, cart_y = 300 + x * scale, 100.0
+        canvas.line((0, cart_y - 15), (600, cart_y - 15), 1, (0, 0, 0))
+        canvas.polygon(
+            [(cart_x - 25, cart_y - 15), (cart_x + 25, cart_y - 15),
+             (cart_x + 25, cart_y + 15), (cart_x - 25, cart_y + 15)],
+            (0, 0, 0),
+        )
+        pole_len = scale * 2 * p["length"]
+        tip = (cart_x + pole_len * math.sin(theta), cart_y + pole_len * math.cos(theta))
+        canvas.line((cart_x, cart_y), tip, 10, (202, 152, 101))
+        canvas.circle((cart_x, cart_y), 5, (129, 132, 203))
+        return canvas.image
