@@ -6,5 +6,6 @@ from .algorithm import Algorithm, AlgorithmState  # noqa: E402
 from .config import AlgorithmConfig, ConfigError  # noqa: E402
 from .env import Env  # noqa: E402
 from .trainer import Trainer  # noqa: E402
+from .train_config import TrainConfig  # noqa: E402
 
-__all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "Trainer", "__version__"]
+__all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "TrainConfig", "Trainer", "__version__"]

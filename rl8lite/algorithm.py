@@ -496,6 +496,63 @@ class Algorithm:
             self.optimizer.step()
         return norm.detach()
 
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that evolves during training: policy, optimizer, schedules,
+        reward-scale and episode carries, the buffer and the env's state.
+
+        Together with the config (and the RNG states, which
+        :func:`rl8lite.checkpoint.capture_rng` adds) it continues training exactly.
+        """
+        buffer = {
+            ".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
+            for k, v in self.buffer.items(include_nested=True, leaves_only=True)
+        }
+        return {
+            "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None,
+            "lr": self.lr_scheduler.lr,
+            "entropy_coeff": self.entropy_scheduler.coeff,
+            "state": dataclasses.asdict(self.state),
+            "carries": {
+                "discounted_return": self._discounted_return.cpu().clone(),
+                "episode_return": self._episode_return.cpu().clone(),
+                "episode_length": self._episode_length.cpu().clone(),
+                "needs_reset": self._needs_reset,
+                "episodic": self._episodic,
+            },
+            "buffer": buffer,
+            "env": {
+                k: v.cpu() if isinstance(v, torch.Tensor) else v
+                for k, v in self.env.state_dict().items()
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (onto this algorithm's device)."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.grad_scaler is not None and state.get("grad_scaler"):
+            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        self.lr_scheduler._set(float(state["lr"]))
+        self.entropy_scheduler.coeff = float(state["entropy_coeff"])
+        self.state = AlgorithmState(**state["state"])
+        carries = state["carries"]
+        self._discounted_return = carries["discounted_return"].to(self.device)
+        self._episode_return = carries["episode_return"].to(self.device)
+        self._episode_length = carries["episode_length"].to(self.device)
+        self._needs_reset = bool(carries["needs_reset"])
+        self._episodic = carries["episodic"]
+        for key, value in state["buffer"].items():
+            parts = tuple(key.split("."))
+            path = parts[0] if len(parts) == 1 else parts
+            if path not in self.buffer.keys(include_nested=True):
+                self.buffer[path] = value.to(self.device)
+            else:
+                self.buffer[path].copy_(value)
+        self.env.load_state_dict(state["env"])
+
     # ------------------------------------------------------------------ introspection
     @property
     def horizons_per_env_reset(self) -> int:

@@ -115,6 +115,37 @@ class Env(ABC):
         """An RGB ``uint8`` frame ``[H, W, 3]`` of copy 0 (optional)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
+    def state_dict(self) -> dict[str, Any]:
+        """The env's state for checkpoints: its tensor attributes and plain-valued ones.
+
+        Covers envs whose state lives in tensors and numbers (as batched
+        simulators' does); override together with :meth:`load_state_dict` otherwise.
+        """
+        return {
+            key: value.clone() if isinstance(value, torch.Tensor) else value
+            for key, value in vars(self).items()
+            if key not in _NOT_STATE and _is_plain(value)
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (tensors moved to the env's device)."""
+        for key, value in state.items():
+            setattr(self, key, value.to(self.device) if isinstance(value, torch.Tensor) else value)
+
+
+_NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon"}
+
+
+def _is_plain(value: Any) -> bool:
+    """Tensors, numbers, strings, None, and lists/tuples/str-keyed dicts of them."""
+    if isinstance(value, (torch.Tensor, int, float, str, bool, type(None))):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
+
 
 def apply_env_config(
     env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None

@@ -100,6 +100,38 @@ def runs_view_url(experiment_id: str, port: int = 5000) -> str:
     return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
+def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
+    """Local folder for a run's checkpoints: beside a SQLite store, else ``./checkpoints``."""
+    if tracking_uri.startswith("sqlite:///"):
+        root = Path(tracking_uri[len("sqlite:///"):]).parent
+    else:
+        root = Path.cwd()
+    return root / "checkpoints" / run_id
+
+
+def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
+    """Fetch one artifact of a run (without touching the run's status)."""
+    client = MlflowClient(tracking_uri)
+    return Path(client.download_artifacts(run_id, artifact, str(destination)))
+
+
+def save_model(module: torch.nn.Module, input_example: np.ndarray, path: str | Path) -> None:
+    """Save ``module`` as an MLflow pytorch model (``pt2``) in folder ``path``.
+
+    ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
+    observations to outputs. Requirements are passed explicitly (inferring them
+    costs seconds).
+    """
+    requirements = [f"torch=={torch.__version__.split('+')[0]}", f"numpy=={np.__version__}"]
+    mlflow.pytorch.save_model(
+        module,
+        str(path),
+        input_example=input_example,
+        pip_requirements=requirements,
+        serialization_format="pt2",
+    )
+
+
 def _param_value(value: Any) -> str:
     if isinstance(value, (dict, list, tuple)):
         text = json.dumps(value, default=str, sort_keys=True)
@@ -146,15 +178,25 @@ class MlflowTracker:
         tags: dict[str, Any] | None = None,
         tracking_uri: str | None = None,
         flush_interval_s: float = 1.0,
+        run_id: str | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri or default_tracking_uri()
+        #: Whether this tracker continues an existing run (its params are already logged).
+        self.resumed = run_id is not None
         self.flush_interval_s = flush_interval_s
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
         active = mlflow.active_run()
         try:
             self.client = MlflowClient(self.tracking_uri)
-            if active is not None:
+            if run_id is not None:
+                run = self.client.get_run(run_id)
+                self.run_id = run_id
+                self.experiment_id = run.info.experiment_id
+                self.owns_run = active is None or active.info.run_id != run_id
+                if self.owns_run:
+                    self.client.update_run(run_id, status="RUNNING")
+            elif active is not None:
                 self.run_id = active.info.run_id
                 self.experiment_id = active.info.experiment_id
                 self.owns_run = False
@@ -224,25 +266,26 @@ class MlflowTracker:
             self.flush()
 
     def log_model(self, module: torch.nn.Module, input_example: np.ndarray, name: str = "policy") -> str:
-        """Save ``module`` as an MLflow pytorch model (``pt2``) under the run's artifacts.
+        """Save ``module`` as an MLflow model under the run's artifacts (see :func:`save_model`).
 
-        Returns its URI, ``runs:/<run id>/<name>``, which ``mlflow.pyfunc.load_model``
-        serves: ``predict`` takes a numpy batch of observations. Requirements are
-        passed explicitly (inferring them costs seconds).
+        Returns its URI, ``runs:/<run id>/<name>``, which ``mlflow.pyfunc.load_model`` serves.
         """
         self._reopen()
-        requirements = [f"torch=={torch.__version__.split('+')[0]}", f"numpy=={np.__version__}"]
         with tempfile.TemporaryDirectory() as tmp:
             path = f"{tmp}/{name}"
-            mlflow.pytorch.save_model(
-                module,
-                path,
-                input_example=input_example,
-                pip_requirements=requirements,
-                serialization_format="pt2",
-            )
+            save_model(module, input_example, path)
             self.client.log_artifacts(self.run_id, path, artifact_path=name)
         return f"runs:/{self.run_id}/{name}"
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Copy a local file into the run's artifacts."""
+        self._reopen()
+        self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_path)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Local folder for this run's checkpoints (see :func:`checkpoint_dir`)."""
+        return checkpoint_dir(self.tracking_uri, self.run_id)
 
     def flush(self) -> None:
         """Write every queued metric now."""

@@ -6,16 +6,28 @@ and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 
 from __future__ import annotations
 
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TextIO
 
+from . import checkpoint as ckpt
 from .algorithm import Algorithm
 from .conditions import Condition
 from .export import DeterministicActor, example_observation
+from .signals import SignalRequests
 from .specs import Composite
-from .tracking import MlflowTracker, Tracker, mlflow_version
+from .tracking import (
+    MlflowTracker,
+    Tracker,
+    checkpoint_dir,
+    default_tracking_uri,
+    download_run_artifact,
+    mlflow_version,
+)
 
 _PROGRESS_KEYS = (
     "episodes/return_mean",
@@ -50,6 +62,46 @@ def reduce_eval_stats(collects: list[dict[str, float]]) -> dict[str, float]:
         else:
             merged[key] = float(sum(values) / len(values))
     return merged
+
+
+def _check_positive_int(name: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, received {value!r}")
+
+
+def check_run_arguments(
+    algorithm: Algorithm,
+    *,
+    steps_per_eval: int | None = None,
+    eval_env_config: dict[str, Any] | None = None,
+    checkpoint_every: int | None = None,
+    keep_checkpoints: int = 3,
+) -> None:
+    """The checks :meth:`Trainer.run` makes before training (rl8's), as a function.
+
+    Raises:
+        ValueError: ``steps_per_eval`` is not a multiple of ``horizons_per_env_reset``
+            (when ``> 0``), ``eval_env_config`` is given while ``horizons_per_env_reset < 0``,
+            or a count is not a positive int.
+    """
+    _check_positive_int("steps_per_eval", steps_per_eval, optional=True)
+    _check_positive_int("checkpoint_every", checkpoint_every, optional=True)
+    _check_positive_int("keep_checkpoints", keep_checkpoints, optional=False)
+    k = algorithm.horizons_per_env_reset
+    if eval_env_config and k < 0:
+        raise ValueError(
+            "eval_env_config was given, but horizons_per_env_reset < 0 means the env is"
+            " reset only once, so evaluations could never apply it. Set"
+            " horizons_per_env_reset > 0 or drop eval_env_config."
+        )
+    if steps_per_eval and k > 0 and steps_per_eval % k:
+        raise ValueError(
+            f"steps_per_eval={steps_per_eval} must be a multiple of"
+            f" horizons_per_env_reset={k}: evaluation shares the training buffer and"
+            " can only start where the env is reset."
+        )
 
 
 class Trainer:
@@ -103,7 +155,8 @@ class Trainer:
         self.tracker: Tracker = tracker or MlflowTracker(
             experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
         )
-        self.tracker.log_params({**algorithm.params, "versions/mlflow": mlflow_version()})
+        if not getattr(self.tracker, "resumed", False):
+            self.tracker.log_params({**algorithm.params, "versions/mlflow": mlflow_version()})
         self._last_progress = 0.0
 
     # ------------------------------------------------------------------ training
@@ -177,8 +230,17 @@ class Trainer:
         eval_env_config: dict[str, Any] | None = None,
         steps_per_eval: int | None = None,
         stop_conditions: Iterable[Condition] | None = None,
+        checkpoint_every: int | None = None,
+        keep_checkpoints: int = 3,
     ) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
+
+        With ``checkpoint_every``, a checkpoint is written every that many steps
+        (the last ``keep_checkpoints`` are kept on disk; the latest is also the
+        run's ``checkpoints/latest.pt`` artifact). SIGINT and SIGTERM stop
+        training after the current step with a checkpoint, and end the run
+        KILLED (SIGINT then raises KeyboardInterrupt, SIGTERM SystemExit(143));
+        SIGUSR1 writes a checkpoint and training goes on.
 
         Every stop condition sees the latest train stats after each step. With
         ``steps_per_eval``, :meth:`eval` runs every that many steps under
@@ -191,32 +253,34 @@ class Trainer:
                 ``horizons_per_env_reset`` (when ``> 0``), or ``eval_env_config``
                 is given while ``horizons_per_env_reset < 0``.
         """
-        k = self.algorithm.horizons_per_env_reset
-        if steps_per_eval is not None and (isinstance(steps_per_eval, bool) or not isinstance(steps_per_eval, int) or steps_per_eval < 1):
-            raise ValueError(f"steps_per_eval must be an int >= 1 or None, received {steps_per_eval!r}")
-        if eval_env_config and k < 0:
-            raise ValueError(
-                "eval_env_config was given, but horizons_per_env_reset < 0 means the env is"
-                " reset only once, so evaluations could never apply it. Set"
-                " horizons_per_env_reset > 0 or drop eval_env_config."
-            )
-        if steps_per_eval and k > 0 and steps_per_eval % k:
-            raise ValueError(
-                f"steps_per_eval={steps_per_eval} must be a multiple of"
-                f" horizons_per_env_reset={k}: evaluation shares the training buffer and"
-                " can only start where the env is reset."
-            )
+        check_run_arguments(
+            self.algorithm,
+            steps_per_eval=steps_per_eval,
+            eval_env_config=eval_env_config,
+            checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints,
+        )
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
         try:
-            while True:
-                train_stats = self.step(env_config=env_config)
-                self._report(train_stats)
-                if any([condition(train_stats) for condition in conditions]):
-                    break
-                if steps_per_eval and self.state["algorithm/steps"] % steps_per_eval == 0:
-                    self.eval(env_config=eval_env_config)
-        except KeyboardInterrupt:
+            with SignalRequests() as requests:
+                while True:
+                    train_stats = self.step(env_config=env_config)
+                    self._report(train_stats)
+                    steps = self.state["algorithm/steps"]
+                    if requests.checkpoint or requests.stop or (checkpoint_every and steps % checkpoint_every == 0):
+                        requests.checkpoint = False
+                        self.save_checkpoint(keep=keep_checkpoints)
+                    if requests.stop is not None:
+                        self.tracker.end("KILLED", message=signal.Signals(requests.stop).name)
+                        if requests.stop == signal.SIGINT:
+                            raise KeyboardInterrupt
+                        raise SystemExit(128 + requests.stop)
+                    if any([condition(train_stats) for condition in conditions]):
+                        break
+                    if steps_per_eval and steps % steps_per_eval == 0:
+                        self.eval(env_config=eval_env_config)
+        except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
             raise
         except BaseException as e:
@@ -237,6 +301,95 @@ class Trainer:
         """
         spec = self.algorithm.env.observation_spec
         return self.tracker.log_model(DeterministicActor(self.algorithm.policy), example_observation(spec), name)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
+        """Write everything needed to continue exactly; return the file's path.
+
+        The file is written atomically (a crash leaves the previous one intact)
+        and logged to the run as ``checkpoints/latest.pt``. Without ``path`` it
+        goes to ``<store folder>/checkpoints/<run id>/checkpoint-<env steps>.pt``,
+        and only the newest ``keep`` such files are kept (default: all).
+        """
+        tracker = self.tracker
+        payload = {
+            "format": ckpt.FORMAT,
+            "version": ckpt.VERSION,
+            "env_cls": ckpt.dotted_path(self.algorithm.env_cls),
+            "config": ckpt.config_to_plain(self.algorithm.hparams),
+            "algorithm": self.algorithm.state_dict(),
+            "trainer": {"state": dict(self.state)},
+            "rng": ckpt.capture_rng(),
+            "run": {
+                "run_id": getattr(tracker, "run_id", None),
+                "tracking_uri": getattr(tracker, "tracking_uri", None),
+            },
+        }
+        folder = getattr(tracker, "checkpoint_dir", None)
+        if path is None:
+            if folder is None:
+                raise ValueError("this tracker has no checkpoint folder: pass path=")
+            path = Path(folder) / f"checkpoint-{self.state['env/steps']:012d}.pt"
+        written = ckpt.write_atomic(payload, path)
+        if hasattr(tracker, "log_artifact"):
+            with tempfile.TemporaryDirectory() as tmp:
+                latest = Path(tmp) / "latest.pt"
+                latest.symlink_to(written.resolve())
+                tracker.log_artifact(latest, "checkpoints")
+        if keep is not None and folder is not None and written.parent == Path(folder):
+            for old in sorted(Path(folder).glob("checkpoint-*.pt"))[:-keep]:
+                old.unlink()
+        return written
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path_or_run_id: str | Path,
+        /,
+        *,
+        tracking_uri: str | None = None,
+        progress: bool = True,
+        save_policy: bool = True,
+    ) -> Trainer:
+        """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
+        reopen its MLflow run: the step axis continues, params are not logged again.
+
+        Classes (env, model, distribution, optimizer) are imported by dotted path.
+
+        Raises:
+            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint.
+        """
+        path = Path(path_or_run_id)
+        if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
+            path = cls._latest_checkpoint_of_run(str(path_or_run_id), tracking_uri)
+        payload = ckpt.read_checkpoint(path)
+        try:
+            env_cls = ckpt.import_dotted_path(payload["env_cls"])
+            config = ckpt.config_from_plain(payload["config"])
+        except ImportError as e:
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
+        algorithm = Algorithm(env_cls, config)
+        algorithm.load_state_dict(payload["algorithm"])
+        run = payload["run"]
+        tracker = MlflowTracker(
+            "", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"]
+        )
+        trainer = cls(algorithm, progress=progress, save_policy=save_policy, tracker=tracker)
+        trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
+        ckpt.restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
+        return trainer
+
+    @staticmethod
+    def _latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
+        uri = tracking_uri or default_tracking_uri()
+        local = sorted(checkpoint_dir(uri, run_id).glob("checkpoint-*.pt"))
+        if local:
+            return local[-1]
+        destination = Path(tempfile.mkdtemp(prefix="rl8lite-checkpoint-"))
+        try:
+            return download_run_artifact(uri, run_id, "checkpoints/latest.pt", destination)
+        except Exception as e:  # noqa: BLE001 - the store's error type varies
+            raise ckpt.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED") -> None:

@@ -83,3 +83,32 @@ class BadEnv(DiscreteDummyEnv):
 
 def bad_env(fault: str, at_step: int = 0) -> type[BadEnv]:
     return type(f"BadEnv_{fault}", (BadEnv,), {"fault": fault, "fault_at_step": at_step})
+
+
+class MemoryTracker:
+    """A tracker that keeps everything in memory (for tests that do not exercise MLflow)."""
+
+    resumed = False
+
+    def __init__(self, checkpoint_dir: str | None = None) -> None:
+        from pathlib import Path
+
+        self.params: dict[str, Any] = {}
+        self.metrics: list[tuple[int, dict[str, float]]] = []
+        self.status = "RUNNING"
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        self.params.update(params)
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.metrics.append((step, dict(metrics)))
+
+    def log_model(self, module: Any, input_example: Any, name: str = "policy") -> str:
+        return f"memory://{name}"
+
+    def flush(self) -> None:
+        pass
+
+    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
+        self.status = status

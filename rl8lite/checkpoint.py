@@ -1,0 +1,126 @@
+"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of tensors and plain values only: classes travel as
+dotted paths (``"package.module.Class"``) and are imported again on resume,
+so loading one never unpickles an arbitrary object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import AlgorithmConfig
+from .imports import dotted_path, import_dotted_path
+
+FORMAT = "rl8lite-checkpoint"
+VERSION = 1
+_CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, corrupt, truncated or not an rl8lite checkpoint."""
+
+
+def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
+    """The config as plain data: classes become dotted paths, a model instance its class and config."""
+    plain: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "model":
+            continue
+        plain[f.name] = dotted_path(value) if isinstance(value, type) else value
+    if config.model is not None:
+        plain["model_cls"] = dotted_path(type(config.model))
+        plain["model_config"] = dict(getattr(config.model, "config", {}) or {})
+    return plain
+
+
+def config_from_plain(plain: dict[str, Any]) -> AlgorithmConfig:
+    """Inverse of :func:`config_to_plain` (imports the dotted paths)."""
+    values = dict(plain)
+    for name in _CLASS_FIELDS:
+        if isinstance(values.get(name), str):
+            values[name] = import_dotted_path(values[name])
+    for name in ("lr_schedule", "entropy_coeff_schedule"):
+        if values.get(name) is not None:
+            values[name] = [tuple(item) for item in values[name]]
+    return AlgorithmConfig(**values)
+
+
+def capture_rng() -> dict[str, Any]:
+    """The global RNG states of python, numpy and torch (and CUDA when present)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos,
+                  "has_gauss": has_gauss, "cached_gaussian": cached},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Set the global RNGs to what :func:`capture_rng` returned."""
+    python = state["python"]
+    random.setstate((python[0], tuple(python[1]), python[2]))
+    np_state = state["numpy"]
+    np.random.set_state((np_state["kind"], np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
+                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``payload`` to ``path`` so that a crash at any instant leaves the old file intact.
+
+    The bytes go to a temporary file in the same folder, are fsynced, and the
+    file is renamed over ``path`` (atomic on POSIX); the folder is fsynced too.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load a checkpoint safely (``weights_only=True``); errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - corrupt zip, truncated file, foreign pickle: one message
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is corrupt, truncated or not a safe rl8lite checkpoint: {e}"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{str(path)!r} is not an rl8lite checkpoint")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has format version {payload.get('version')}, this rl8lite reads {VERSION}"
+        )
+    return payload

@@ -1,0 +1,182 @@
+"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``).
+
+Exit status: 0 when training stopped at ``--max-steps``; 2 when the command
+line, the config file or the env is wrong (one ``rl8lite: error: ...`` line,
+nothing trained); 130 after Ctrl-C (the MLflow run ends KILLED, and
+``--save`` still saves the policy as it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import __version__
+from .conditions import HitsUpperBound
+from .env import EnvConfigError
+from .export import DeterministicActor, example_observation
+from .tracking import MlflowTracker, TrackingError, save_model
+from .train_config import TrainConfig
+from .trainer import Trainer, check_run_arguments
+
+if TYPE_CHECKING:
+    from .algorithm import Algorithm
+
+#: Errors that mean "the command, its config or its env is wrong": one line, status 2.
+_SETUP_ERRORS = (
+    OSError, ImportError, ValueError, EnvConfigError, NotImplementedError, TrackingError
+)
+
+_EPILOG = """\
+config file (YAML or JSON):
+  env_cls: rl8lite.examples.CartPole   # dotted path: package.module.Name or package.module:Name
+  algorithm_config:                    # any AlgorithmConfig field
+    num_envs: 64
+    horizon: 32
+    optimizer_config: {lr: 3e-3}
+    seed: 0
+
+exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted (Ctrl-C)
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rl8lite`` argument parser (its ``train`` subcommand documents every flag)."""
+    parser = argparse.ArgumentParser(
+        prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer."
+    )
+    parser.add_argument("--version", action="version", version=f"rl8lite {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    train = commands.add_parser(
+        "train",
+        help="train a policy from a config file, logging to MLflow",
+        description=(
+            "Train a policy from a YAML/JSON train config, logging params and metrics to an\n"
+            "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/\n"
+            "folder). Trains until --max-steps env steps, or until Ctrl-C."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument(
+        "-f", "--config-file", "--file", dest="config_file", required=True, type=Path,
+        metavar="FILE",
+        help="train config (.yaml, .yml or .json) with env_cls and algorithm_config"
+        " (--file is rl8's spelling)",
+    )
+    train.add_argument(
+        "--experiment-name", metavar="NAME",
+        help="MLflow experiment to log the run under (default: the env class name)",
+    )
+    train.add_argument(
+        "--max-steps", type=_positive_int, metavar="N",
+        help="stop after the training step that reaches N env steps (each step adds"
+        " num_envs x horizon; rl8 counted training steps instead). Default: train until Ctrl-C",
+    )
+    train.add_argument(
+        "--steps-per-eval", type=_positive_int, metavar="N",
+        help="evaluate the policy every N training steps (a multiple of"
+        " horizons_per_env_reset; default: never)",
+    )
+    train.add_argument(
+        "--save", type=Path, metavar="DIR",
+        help="save the trained policy as an MLflow model to DIR (new or empty), served"
+        " by mlflow.pyfunc.load_model(DIR).predict(obs); also saved after Ctrl-C",
+    )
+    train.add_argument(
+        "--no-progress", action="store_true",
+        help="do not print a progress line per training step",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``rl8lite`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a usage error argparse reported
+        return e.code if isinstance(e.code, int) else 2
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return _train(args)
+    except KeyboardInterrupt:  # a second Ctrl-C, while building or saving
+        print("rl8lite: interrupted", file=sys.stderr)
+        return 130
+
+
+def _error(message: object) -> int:
+    print(f"rl8lite: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return 2
+
+
+def _train(args: argparse.Namespace) -> int:
+    # The console script, unlike `python -m`, does not put the current directory
+    # on sys.path: add it (last), so `env_cls: my_env.MyEnv` imports either way.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        config = TrainConfig.from_file(args.config_file)
+        algorithm = config.build_algorithm()
+        check_run_arguments(algorithm, steps_per_eval=args.steps_per_eval)
+        if args.save is not None:
+            if args.save.exists() and (not args.save.is_dir() or any(args.save.iterdir())):
+                return _error(f"--save {args.save}: already exists and is not an empty folder")
+            example_observation(algorithm.env.observation_spec)  # unsupported specs fail now
+        algorithm.validate()
+        trainer = Trainer(
+            algorithm, experiment_name=args.experiment_name, progress=not args.no_progress
+        )
+    except _SETUP_ERRORS as e:
+        return _error(e)
+
+    hp = algorithm.hparams
+    print(
+        f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x {hp.horizon}"
+        f" steps per training step) on {hp.device}"
+        + (f" until {args.max_steps:,} env steps" if args.max_steps else " until Ctrl-C")
+    )
+    tracker = trainer.tracker
+    if isinstance(tracker, MlflowTracker):
+        print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
+        print(f"rl8lite: then browse to {tracker.runs_url}")
+    stop = [HitsUpperBound("env/steps", args.max_steps)] if args.max_steps else []
+    status = 0
+    try:
+        trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
+    except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
+        steps = trainer.state["env/steps"]
+        print(f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
+        status = 130
+    if args.save is not None:
+        save_policy(algorithm, args.save)
+        print(f"rl8lite: saved the policy to {args.save} (load it with mlflow.pyfunc.load_model)")
+    return status
+
+
+def save_policy(algorithm: Algorithm, path: str | Path) -> None:
+    """Save ``algorithm``'s deterministic policy as an MLflow model (``pt2``) in folder ``path``.
+
+    ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
+    observations to actions. Requirements are passed explicitly (inferring them costs seconds).
+    """
+    save_model(
+        DeterministicActor(algorithm.policy),
+        example_observation(algorithm.env.observation_spec),
+        path,
+    )

@@ -1,0 +1,66 @@
+"""Classes by dotted path: how configs and checkpoints name classes without pickling them."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+
+def dotted_path(cls: type) -> str:
+    """``"module.QualName"`` of a class; refuses classes that cannot be imported back."""
+    if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
+        raise ImportError(
+            f"{cls.__qualname__} (in {cls.__module__}) cannot be imported by dotted path;"
+            " define it at module level in an importable module"
+        )
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
+    """The object named ``"package.module.Name"`` or ``"package.module:Name"``.
+
+    Raises:
+        ImportError: The module cannot be imported or lacks the name; the
+            message names ``what`` and the path.
+
+    Examples:
+        >>> import_dotted_path("rl8lite.env.DiscreteDummyEnv").__name__
+        'DiscreteDummyEnv'
+        >>> import_dotted_path("torch.optim:SGD").__name__
+        'SGD'
+    """
+    dotted = isinstance(path, str) and re.fullmatch(r"[\w.]+(:[\w.]+)?", path) is not None
+    if not dotted or "." not in path.replace(":", "."):
+        raise ImportError(
+            f"{what} {path!r} is not a dotted path (expected 'package.module.Name' or"
+            " 'package.module:Name')"
+        )
+    if ":" in path:
+        module_name, attributes = path.split(":")
+        candidates = [(module_name, attributes.split("."))]
+    else:
+        parts = path.split(".")
+        candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
+    missing: ModuleNotFoundError | None = None
+    for module_name, attributes in candidates:
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            # Only a missing *prefix of the path* means "try a shorter module";
+            # a module that fails to import its own dependencies is reported as is.
+            if e.name is not None and f"{module_name}.".startswith(f"{e.name}."):
+                missing = missing or e
+                continue
+            raise ImportError(f"cannot import {what} {path!r}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - any failure inside the user's module
+            raise ImportError(f"cannot import {what} {path!r}: {type(e).__name__}: {e}") from e
+        for i, name in enumerate(attributes):
+            try:
+                obj = getattr(obj, name)
+            except AttributeError:
+                owner = ".".join([module_name, *attributes[:i]])
+                reason = missing if missing and i == 0 else f"{owner!r} has no attribute {name!r}"
+                raise ImportError(f"cannot import {what} {path!r}: {reason}") from None
+        return obj
+    raise ImportError(f"cannot import {what} {path!r}: {missing}")

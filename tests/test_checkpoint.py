@@ -1,0 +1,219 @@
+"""Checkpoints: exact resume into the same run, safe loading, atomic writes, signals."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+import torch
+
+from rl8lite import Algorithm, Trainer
+from rl8lite.checkpoint import CheckpointError, read_checkpoint, write_atomic
+from rl8lite.conditions import HitsUpperBound
+from rl8lite.examples import CartPole
+
+VOLATILE = ("profiling/", "throughput/", "memory/")
+
+
+def make(experiment_name: str) -> Trainer:
+    # horizons_per_env_reset = 16: the env's episodes continue across collects,
+    # so the env's own state must travel in the checkpoint too.
+    algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=3, sgd_minibatch_size=16)
+    return Trainer(algo, experiment_name=experiment_name, progress=False, save_policy=False)
+
+
+def stable(stats: list[dict[str, float]]) -> str:
+    return repr([{k: v for k, v in s.items() if not k.startswith(VOLATILE)} for s in stats])
+
+
+def test_resume_is_bit_identical_and_continues_the_run(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    straight = make(experiment_name)
+    reference = [straight.step() for _ in range(6)]
+    straight.close()
+
+    first = make(experiment_name)
+    for _ in range(3):
+        first.step()
+    path = first.save_checkpoint()
+    first.close()
+
+    resumed = Trainer.from_checkpoint(path, progress=False, save_policy=False)
+    continued = [resumed.step() for _ in range(3)]
+    resumed.close()
+    assert stable(continued) == stable(reference[3:])
+    for a, b in zip(straight.algorithm.policy.parameters(), resumed.algorithm.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert resumed.state == straight.state
+    # same run, step axis continues with no gap and no duplicate
+    run_id = first.tracker.run_id
+    assert resumed.tracker.run_id == run_id
+    steps = [m.step for m in client.get_metric_history(run_id, "returns/mean")]
+    assert steps == [64, 128, 192, 256, 320, 384]
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_resume_from_run_id_and_keep_last_checkpoints(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    trainer = make(experiment_name)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 5)], checkpoint_every=1, keep_checkpoints=2)
+    run_id = trainer.tracker.run_id
+    files = sorted(trainer.tracker.checkpoint_dir.glob("checkpoint-*.pt"))
+    assert [f.name for f in files] == ["checkpoint-000000000256.pt", "checkpoint-000000000320.pt"]
+    assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/latest.pt"]
+    resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    assert resumed.state["algorithm/steps"] == 5
+    resumed.step()
+    resumed.close()
+    assert [m.step for m in client.get_metric_history(run_id, "env/steps")][-2:] == [320, 384]
+
+
+def test_bad_checkpoint_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        read_checkpoint(tmp_path / "nope.pt")
+    good = write_atomic({"format": "rl8lite-checkpoint", "version": 1, "x": torch.ones(1000)}, tmp_path / "good.pt")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"checkpoint '.*truncated.pt' is corrupt, truncated"):
+        read_checkpoint(truncated)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="garbage.pt"):
+        read_checkpoint(garbage)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(CheckpointError, match="is not an rl8lite checkpoint"):
+        read_checkpoint(other)
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_loading_never_unpickles_arbitrary_objects(tmp_path: Path) -> None:
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "rl8lite-checkpoint", "version": 1, "payload": Evil()}, path)
+    with pytest.raises(CheckpointError, match="not a safe rl8lite checkpoint"):
+        read_checkpoint(path)
+
+
+def test_non_finite_step_writes_no_checkpoint(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    from .helpers import bad_env
+
+    trainer = Trainer(Algorithm(bad_env("nan_rewards", at_step=6), num_envs=4, horizon=3, horizons_per_env_reset=-1),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    with pytest.raises(ValueError, match="non-finite 'rewards'"):
+        trainer.run(checkpoint_every=1)
+    files = sorted(trainer.tracker.checkpoint_dir.glob("checkpoint-*.pt"))
+    assert [f.name for f in files][-1] == "checkpoint-000000000024.pt"  # the last good step (2)
+    assert client.get_run(trainer.tracker.run_id).info.status == "FAILED"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, torch
+    torch.set_num_threads(1)
+    from rl8lite import Algorithm, Trainer
+    from rl8lite.conditions import HitsUpperBound
+    from rl8lite.examples import CartPole
+    trainer = Trainer(Algorithm(CartPole, num_envs=64, horizon=16, seed=0), progress=False, save_policy=False)
+    print(trainer.tracker.run_id, trainer.tracker.checkpoint_dir, flush=True)
+    steps = int(sys.argv[1])
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", steps)], checkpoint_every=1, keep_checkpoints=2)
+    print("done", flush=True)
+    """
+)
+
+# The writer under kill -9: training with checkpoints every step, no MLflow store to contend for.
+KILL_CHILD = textwrap.dedent(
+    """
+    import sys, torch
+    torch.set_num_threads(1)
+    sys.path.insert(0, sys.argv[2])
+    from tests.helpers import MemoryTracker
+    from rl8lite import Algorithm, Trainer
+    from rl8lite.examples import CartPole
+    tracker = MemoryTracker(checkpoint_dir=sys.argv[1])
+    trainer = Trainer(Algorithm(CartPole, num_envs=64, horizon=16, seed=0), progress=False,
+                      save_policy=False, tracker=tracker)
+    print("ready", tracker.checkpoint_dir, flush=True)
+    trainer.run(checkpoint_every=1, keep_checkpoints=2)
+    """
+)
+
+
+def start_child(tmp_path: Path, steps: int) -> tuple[subprocess.Popen[str], str, Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert child.stdout is not None
+    run_id, folder = child.stdout.readline().split()
+    return child, run_id, Path(folder)
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status, code", [(signal.SIGTERM, "KILLED", 143), (signal.SIGINT, "KILLED", -signal.SIGINT)])
+def test_stop_signals_checkpoint_and_kill_the_run(tmp_path, client, signum, status, code) -> None:
+    child, run_id, folder = start_child(tmp_path, 10_000)
+    wait_for(lambda: len(list(folder.glob("checkpoint-*.pt"))) >= 1)
+    child.send_signal(signum)
+    child.communicate(timeout=60)
+    assert child.returncode == code
+    run = client.get_run(run_id)
+    assert run.info.status == status
+    latest = sorted(folder.glob("checkpoint-*.pt"))[-1]
+    steps = read_checkpoint(latest)["trainer"]["state"]["algorithm/steps"]
+    # the checkpoint is the state at the last finished step, and nothing was logged past it
+    assert [m.step for m in client.get_metric_history(run_id, "env/steps")][-1] == steps * 64 * 16
+
+
+@pytest.mark.slow
+def test_sigusr1_checkpoints_and_continues(tmp_path, client) -> None:
+    child, run_id, folder = start_child(tmp_path, 40)
+    wait_for(lambda: len(list(folder.glob("checkpoint-*.pt"))) >= 1)
+    child.send_signal(signal.SIGUSR1)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "done" in out
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_kill_9_never_leaves_an_unloadable_last_checkpoint(tmp_path) -> None:
+    # Ten training processes at once (startup dominates), each killed at its own random moment.
+    rng = random.Random(0)
+    script = tmp_path / "kill_child.py"
+    script.write_text(KILL_CHILD)
+    repo = str(Path(__file__).resolve().parents[1])
+    children = []
+    for i in range(10):
+        child = subprocess.Popen([sys.executable, str(script), str(tmp_path / f"trial{i}"), repo],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        children.append((child, tmp_path / f"trial{i}"))
+    for trial, (child, folder) in enumerate(children):
+        wait_for(lambda folder=folder: len(list(folder.glob("checkpoint-*.pt"))) >= 1, timeout=120)
+        time.sleep(rng.uniform(0.0, 0.3))
+        child.kill()
+        _, err = child.communicate(timeout=30)
+        checkpoints = sorted(folder.glob("checkpoint-*.pt"))
+        assert checkpoints, f"trial {trial}: no checkpoint; stderr: {err[-500:]}"
+        payload = read_checkpoint(checkpoints[-1])
+        assert payload["trainer"]["state"]["algorithm/steps"] >= 1

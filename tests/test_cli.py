@@ -1,0 +1,211 @@
+"""The ``rl8lite train`` command and ``TrainConfig``, in a temporary MLflow store."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+import torch
+
+from rl8lite import ConfigError
+from rl8lite.cli import main
+from rl8lite.env import DiscreteDummyEnv
+from rl8lite.train_config import TrainConfig, TrainConfigError, UnknownFieldError
+
+NUM_ENVS, HORIZON = 4, 8
+STEP = NUM_ENVS * HORIZON  # env steps per training step
+
+CONFIG_YAML = f"""\
+env_cls: rl8lite.env.DiscreteDummyEnv
+algorithm_config:
+  num_envs: {NUM_ENVS}
+  horizon: {HORIZON}
+  gamma: 0.9
+  optimizer_config: {{lr: 3e-3}}    # YAML 1.1 would read 3e-3 as a string
+  seed: 0
+"""
+
+FLAGS = ("--config-file", "--experiment-name", "--max-steps", "--steps-per-eval", "--save", "--no-progress")
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def runs_of(client: mlflow.MlflowClient, experiment_name: str) -> list[mlflow.entities.Run]:
+    experiment = client.get_experiment_by_name(experiment_name)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+def test_train_from_yaml_saves_a_servable_policy(
+    tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, "config.yaml", CONFIG_YAML)
+    model = tmp_path / "model"
+    status = main(["train", "-f", str(config), "--max-steps", str(2 * STEP), "--save", str(model),
+                   "--experiment-name", experiment_name, "--no-progress"])
+    assert status == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "until 64 env steps" in out and f"saved the policy to {model} (load it" in out and "mlflow ui" in out
+    (run,) = runs_of(client, experiment_name)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.DiscreteDummyEnv"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [STEP, 2 * STEP]
+    obs = np.array([[-3.0], [0.5], [2.0]], dtype=np.float32)
+    actions = np.asarray(mlflow.pyfunc.load_model(str(model)).predict(obs))
+    assert actions.shape == (3, 1) and set(actions.ravel().tolist()) <= {0, 1}
+
+
+def test_train_from_json_with_dotted_class_fields(
+    tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, "config.json", json.dumps({
+        "env_cls": "rl8lite.env:DiscreteDummyEnv",
+        "algorithm_config": {"num_envs": NUM_ENVS, "horizon": HORIZON, "horizons_per_env_reset": 1,
+                             "optimizer_cls": "torch.optim.SGD", "optimizer_config": {"lr": 0.01}},
+    }))
+    status = main(["train", "--config-file", str(config), "--max-steps", str(STEP + 1), "--steps-per-eval", "1",
+                   "--experiment-name", experiment_name, "--no-progress"])
+    assert status == 0, capsys.readouterr().err
+    (run,) = runs_of(client, experiment_name)
+    assert run.data.params["optimizer_cls"] == "torch.optim.sgd.SGD"
+    assert run.data.metrics["env/steps"] == 2 * STEP  # the step that passes --max-steps is the last
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/returns/mean")] == [STEP]
+
+
+def test_ctrl_c_ends_the_run_killed_saves_and_returns_130(
+    tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rl8lite.trainer import Trainer
+
+    step = Trainer.step
+
+    def interrupted_step(self: Trainer, **kwargs: object) -> dict[str, float]:
+        if self.state["algorithm/steps"] == 2:
+            raise KeyboardInterrupt
+        return step(self, **kwargs)
+
+    monkeypatch.setattr(Trainer, "step", interrupted_step)
+    config = write(tmp_path, "config.yml", CONFIG_YAML)
+    model = tmp_path / "model"
+    # no --max-steps: trains until Ctrl-C
+    status = main(["train", "-f", str(config), "--save", str(model), "--experiment-name", experiment_name,
+                   "--no-progress"])
+    assert status == 130
+    (run,) = runs_of(client, experiment_name)
+    assert run.info.status == "KILLED" and run.data.metrics["env/steps"] == 2 * STEP
+    assert (model / "MLmodel").is_file()
+
+
+BAD_FILES = {
+    # name: (file name, contents, expected message fragment)
+    "missing env_cls": ("c.yaml", "algorithm_config: {horizon: 8}\n", "missing env_cls"),
+    "invalid YAML": ("c.yaml", "env_cls: [unclosed\n", "is not valid YAML"),
+    "invalid JSON": ("c.json", '{"env_cls": ', "is not valid JSON"),
+    "not a mapping": ("c.yaml", "- rl8lite.env.DiscreteDummyEnv\n", "must hold a mapping"),
+    "wrong suffix": ("c.toml", "env_cls = 'x'\n", "must be a .yaml, .yml or .json file"),
+    "unknown top-level key": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nalgo_config: {}\n",
+                              "unknown key(s) ['algo_config']"),
+    "unimportable module": ("c.yaml", "env_cls: no_such_pkg.envs.MyEnv\n",
+                            "cannot import env_cls 'no_such_pkg.envs.MyEnv': No module named 'no_such_pkg'"),
+    "missing class": ("c.yaml", "env_cls: rl8lite.env.NoSuchEnv\n",
+                      "'rl8lite.env' has no attribute 'NoSuchEnv'"),
+    "not a dotted path": ("c.yaml", "env_cls: DiscreteDummyEnv\n", "'DiscreteDummyEnv' is not a dotted path"),
+    "unimportable class field": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                 "algorithm_config: {optimizer_cls: torch.optim.NoSuchOpt}\n",
+                                 "cannot import algorithm_config.optimizer_cls 'torch.optim.NoSuchOpt'"),
+    "unknown field": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nalgorithm_config: {horizn: 8}\n",
+                      "unknown algorithm_config field(s) 'horizn' (did you mean 'horizon'?)"),
+    "out of range": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nalgorithm_config: {gamma: 1.5}\n",
+                     "gamma must be in (0.0, 1.0], received 1.5"),
+    "recurrent": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nrecurrent: true\n",
+                  "recurrent: true is not available yet"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_bad_config_is_one_line_and_status_2(
+    case: str, tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, text, message = BAD_FILES[case]
+    path = write(tmp_path, name, text)
+    status = main(["train", "-f", str(path), "--max-steps", "1", "--experiment-name", experiment_name])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith(f"rl8lite: error: {path}"), err
+    assert message in err
+    assert runs_of(client, experiment_name) == []  # nothing was trained or logged
+
+
+def test_bad_command_line_is_status_2(
+    tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, "config.yaml", CONFIG_YAML.replace("seed: 0", "horizons_per_env_reset: 2"))
+    cases = {
+        "no such config file": (["-f", str(tmp_path / "missing.yaml")], f"{tmp_path / 'missing.yaml'}: no such config file"),
+        "steps per eval": (["-f", str(config), "--steps-per-eval", "3"],
+                           "steps_per_eval=3 must be a multiple of horizons_per_env_reset=2"),
+        "save folder taken": (["-f", str(config), "--save", str(tmp_path)],
+                              f"--save {tmp_path}: already exists and is not an empty folder"),
+    }
+    for args, message in cases.values():
+        assert main(["train", *args, "--experiment-name", experiment_name]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("rl8lite: error: ") and message in err, err
+    assert main(["train", "-f", str(config), "--max-steps", "0"]) == 2  # argparse: usage + error
+    assert "--max-steps: expected an int >= 1, received 0" in capsys.readouterr().err
+    assert main(["train"]) == 2 and "the following arguments are required: -f" in capsys.readouterr().err
+    assert runs_of(client, experiment_name) == []
+
+
+def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["--help"]) == 0
+    assert "train" in capsys.readouterr().out
+    # the `rl8lite` console script and `python -m rl8lite` both run cli.main
+    assert [ep.value for ep in entry_points(group="console_scripts", name="rl8lite")] == ["rl8lite.cli:main"]
+    monkeypatch.setattr(sys, "argv", ["rl8lite", "train", "--help"])
+    with pytest.raises(SystemExit) as exit_:  # in-process: a subprocess pays seconds of imports
+        runpy.run_module("rl8lite", run_name="__main__")
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: rl8lite train")
+    for flag in (*FLAGS, "-f"):
+        assert flag in out, flag
+
+
+def test_train_config_builds_a_trainer_with_the_configured_hyperparameters(
+    tmp_path: Path, experiment_name: str
+) -> None:
+    config = TrainConfig.from_file(write(tmp_path, "config.yaml", CONFIG_YAML))
+    assert config.env_cls is DiscreteDummyEnv and config.recurrent is False
+    with config.build(experiment_name=experiment_name, progress=False) as trainer:
+        hparams = trainer.algorithm.hparams
+        assert (hparams.num_envs, hparams.horizon, hparams.gamma, hparams.seed) == (NUM_ENVS, HORIZON, 0.9, 0)
+        assert trainer.algorithm.optimizer.param_groups[0]["lr"] == pytest.approx(3e-3)
+        assert trainer.tracker.experiment_id == mlflow.get_experiment_by_name(experiment_name).experiment_id
+
+
+def test_train_config_in_python() -> None:
+    # rl8's form: a class, plus dotted paths (either separator) that are imported at construction
+    config = TrainConfig("rl8lite.env:DiscreteDummyEnv", {"horizon": 4, "optimizer_cls": "torch.optim:SGD"})
+    assert config.env_cls is DiscreteDummyEnv and config.algorithm_config["optimizer_cls"] is torch.optim.SGD
+    algorithm = TrainConfig(DiscreteDummyEnv, {"num_envs": 2, "horizon": 4}).build_algorithm()
+    assert algorithm.buffer.batch_size == torch.Size([2, 5])
+    with pytest.raises(TypeError, match=r"'num_env' \(did you mean 'num_envs'\?\)") as unknown:
+        TrainConfig(DiscreteDummyEnv, {"num_env": 2})
+    assert isinstance(unknown.value, UnknownFieldError)
+    with pytest.raises(ConfigError, match="horizon must be >= 1, received 0"):
+        TrainConfig(DiscreteDummyEnv, {"horizon": 0})
+    with pytest.raises(NotImplementedError, match="recurrent policies"):
+        TrainConfig(DiscreteDummyEnv, recurrent=True)
+    with pytest.raises(TrainConfigError, match="algorithm_config must be a mapping"):
+        TrainConfig(DiscreteDummyEnv, [("horizon", 4)])  # type: ignore[arg-type]
