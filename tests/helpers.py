@@ -112,3 +112,39 @@ class MemoryTracker:
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         self.status = status
+
+
+class MaskedChoice(Env):
+    """Dict observations with an action mask: 4 actions, only some allowed per copy.
+
+    The reward is 1 for action 3 and 0 otherwise, but action 3 is masked out for
+    even copies, so a policy must learn the best *allowed* action.
+    """
+
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *, config: dict[str, Any] | None = None, device: Any = "cpu") -> None:
+        from rl8lite.specs import Composite
+
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.observation_spec = Composite(
+            position=Unbounded(2, device=self.device),
+            action_mask=Categorical(2, shape=[4], dtype=torch.bool, device=self.device),
+        )
+        self.action_spec = Categorical(4, shape=[1], device=self.device)
+        mask = torch.ones(num_envs, 4, dtype=torch.bool, device=self.device)
+        mask[0::2, 3] = False
+        mask[:, 0] = False
+        self.mask = mask
+
+    def _obs(self) -> TensorDict:
+        position = torch.randn(self.num_envs, 2, device=self.device)
+        return TensorDict({"position": position, "action_mask": self.mask.clone()}, batch_size=[self.num_envs])
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> TensorDict:
+        return self._obs()
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        allowed = self.mask.gather(1, action.long())
+        if not bool(allowed.all()):
+            raise AssertionError(f"masked action taken: {action[~allowed].tolist()}")
+        rewards = (action == 3).float() + 0.5 * (action == 2).float()
+        return TensorDict({"obs": self._obs(), "rewards": rewards}, batch_size=[self.num_envs])
