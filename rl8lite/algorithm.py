@@ -22,7 +22,7 @@ from .advantages import (
     normalize,
 )
 from .checks import NonFiniteError, assert_finite, check_actions, check_batch, check_step_output
-from .config import AlgorithmConfig, resolve_device
+from .config import AlgorithmConfig, ConfigError, resolve_device
 from .data import DataKeys
 from .distributions import Normal, default_distribution_cls
 from .env import Env
@@ -114,11 +114,17 @@ class Algorithm:
         if config.env_config:
             env_kwargs["config"] = dict(config.env_config)
         self.env = env_cls(config.num_envs, config.horizon, **env_kwargs)
-        self.policy = self._build_policy().to(self.device)
+        try:
+            self.policy = self._build_policy().to(self.device)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         self.buffer = self._allocate_buffer()
-        self.optimizer = config.optimizer_cls(
-            self.policy.parameters(), **{"lr": 3e-4, **(config.optimizer_config or {})}
-        )
+        try:
+            self.optimizer = config.optimizer_cls(
+                self.policy.parameters(), **{"lr": 3e-4, **(config.optimizer_config or {})}
+            )
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"cannot build {config.optimizer_cls.__name__} from optimizer_config: {e}") from e
         self.lr_scheduler = LRScheduler(
             self.optimizer, schedule=config.lr_schedule, kind=config.lr_schedule_kind
         )

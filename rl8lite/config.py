@@ -175,6 +175,19 @@ class AlgorithmConfig:
             raise ConfigError(f"optimizer_config['lr'] must be > 0, received {lr!r}")
         if self.model is not None and (self.model_cls is not None or self.model_config):
             raise ConfigError("model excludes model_cls and model_config; pass one or the other")
+        from .distributions import Distribution
+
+        if self.model is not None and not isinstance(self.model, torch.nn.Module):
+            raise ConfigError(f"model must be a torch.nn.Module (a rl8lite Model), received {self.model!r}")
+        if self.model_cls is not None and not callable(self.model_cls):
+            raise ConfigError(f"model_cls must be a Model class, received {self.model_cls!r}")
+        if self.distribution_cls is not None and not (
+            isinstance(self.distribution_cls, type) and issubclass(self.distribution_cls, Distribution)
+        ):
+            raise ConfigError(
+                "distribution_cls must be a rl8lite.distributions.Distribution subclass,"
+                f" received {self.distribution_cls!r}"
+            )
         if self.seed is not None:
             _check_int(self, "seed", minimum=0)
         resolve_device(self.device)
