@@ -100,15 +100,47 @@ def discounted_return_trace(
     Returns:
         ``[N, T]`` running sums after each step (the last column is the next carry).
     """
+    num_envs, num_steps = rewards.shape
+    if num_envs * num_steps * num_steps <= _MAX_TRACE_MATRIX:
+        return _discounted_trace_by_matrix(rewards, initial, gamma, episode_ends)
     out = torch.empty_like(rewards)
     running = initial
     keep = None if episode_ends is None else (~episode_ends).to(rewards.dtype)
-    for t in range(rewards.shape[1]):
+    for t in range(num_steps):
         running = gamma * running + rewards[:, t]
         out[:, t] = running
         if keep is not None:
             running = running * keep[:, t]
     return out
+
+
+# Largest N * T * T for which the trace is one batched product instead of a T-step loop.
+_MAX_TRACE_MATRIX = 2**16  # measured: faster below ~64k elements, slower above
+
+
+def _discounted_trace_by_matrix(
+    rewards: torch.Tensor, initial: torch.Tensor, gamma: float, episode_ends: torch.Tensor | None
+) -> torch.Tensor:
+    """The same sums in a few vectorised ops.
+
+    With ``s_t`` the number of episode ends strictly before ``t`` (a segment id),
+
+        G_t = sum_{k <= t, s_k = s_t} gamma^(t - k) r_k + [s_t = 0] gamma^(t + 1) G_init.
+    """
+    num_steps = rewards.shape[1]
+    steps = torch.arange(num_steps, device=rewards.device)
+    lag = steps[:, None] - steps[None, :]
+    decay = torch.where(lag >= 0, gamma ** lag.clamp(min=0).to(rewards.dtype), torch.zeros((), dtype=rewards.dtype, device=rewards.device))
+    if episode_ends is None:
+        weights = decay.expand(rewards.shape[0], num_steps, num_steps)
+        first_segment = torch.ones_like(rewards, dtype=torch.bool)
+    else:
+        ends = episode_ends.to(torch.int64)
+        segment = ends.cumsum(1) - ends
+        weights = decay * (segment[:, :, None] == segment[:, None, :])
+        first_segment = segment == 0
+    carried = initial[:, None] * gamma ** (steps + 1).to(rewards.dtype) * first_segment
+    return torch.einsum("ntk,nk->nt", weights, rewards) + carried
 
 
 def episode_statistics(
@@ -146,15 +178,15 @@ def episode_statistics(
     episode_length = torch.where(
         started_here, steps - previous_end, steps + 1 + carry_length[:, None]
     )
-    ended_returns = episode_return[episode_ends]
     still_running = ~episode_ends[:, -1]
     inf = torch.tensor(float("inf"), dtype=torch.float64, device=rewards.device)
+    # Masked reductions (no boolean indexing: that would sync with the device).
     return {
         "count": episode_ends.sum(),
-        "return_sum": ended_returns.sum(),
-        "return_min": ended_returns.min() if ended_returns.numel() else inf,
-        "return_max": ended_returns.max() if ended_returns.numel() else -inf,
-        "length_sum": episode_length[episode_ends].sum(),
+        "return_sum": torch.where(episode_ends, episode_return, 0.0).sum(),
+        "return_min": torch.where(episode_ends, episode_return, inf).min(),
+        "return_max": torch.where(episode_ends, episode_return, -inf).max(),
+        "length_sum": torch.where(episode_ends, episode_length, 0).sum(),
         "carry_return": (episode_return[:, -1] * still_running).to(rewards.dtype),
         "carry_length": episode_length[:, -1] * still_running,
     }

@@ -149,3 +149,17 @@ def test_episode_statistics_match_a_reference_loop(seed: int) -> None:
     assert int(stats["length_sum"]) == sum(lengths)
     torch.testing.assert_close(stats["carry_return"], torch.tensor(new_ret), atol=1e-4, rtol=0)
     assert stats["carry_length"].tolist() == new_len
+
+
+@pytest.mark.parametrize("with_ends", [False, True])
+def test_discounted_trace_matrix_path_equals_the_loop(with_ends: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rl8lite.advantages as adv
+
+    g = torch.Generator().manual_seed(3)
+    rewards = torch.randn(5, 17, generator=g, dtype=torch.float64)
+    initial = torch.randn(5, generator=g, dtype=torch.float64)
+    ends = (torch.rand(5, 17, generator=g) < 0.2) if with_ends else None
+    fast = adv.discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
+    monkeypatch.setattr(adv, "_MAX_TRACE_MATRIX", 0)  # force the T-step loop
+    slow = adv.discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
+    torch.testing.assert_close(fast, slow)
