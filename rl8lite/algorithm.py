@@ -446,10 +446,12 @@ class Algorithm:
             pass_kl = torch.zeros((), device=self.device, dtype=torch.float64)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
+                loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
             for mb_start in range(0, size, minibatch):
                 mb_size = min(minibatch, size - mb_start)
                 if not hp.accumulate_grads:
                     self.optimizer.zero_grad(set_to_none=True)
+                    loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
                 denominator = size if hp.accumulate_grads else mb_size
                 for c_start in range(mb_start, mb_start + mb_size, chunk):
                     c_end = min(c_start + chunk, mb_start + mb_size)
@@ -473,15 +475,16 @@ class Algorithm:
                             entropy_coeff=entropy_coeff,
                         )
                     weight = (c_end - c_start) / denominator
+                    loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * weight)
                     count = c_end - c_start
                     chunk_sums = torch.stack([*(x.detach().double() for x in losses), torch.tensor(1.0, dtype=torch.float64, device=self.device)]) * count
                     sums += chunk_sums
                     pass_kl += losses.kl_div.detach().double() * count
                 if not hp.accumulate_grads:
-                    grad_norms.append(self._optimizer_step())
+                    grad_norms.append(self._optimizer_step(loss_finite))
             if hp.accumulate_grads:
-                grad_norms.append(self._optimizer_step())
+                grad_norms.append(self._optimizer_step(loss_finite))
             passes += 1
             if hp.target_kl_div is not None and float(pass_kl / size) > 1.5 * hp.target_kl_div:
                 break
@@ -494,17 +497,24 @@ class Algorithm:
         else:
             loss.backward()
 
-    def _optimizer_step(self) -> torch.Tensor:
-        """Clip gradients, refuse non-finite ones (parameters stay intact), step."""
+    def _optimizer_step(self, loss_finite: torch.Tensor) -> torch.Tensor:
+        """Clip gradients, refuse a non-finite loss or gradient (parameters stay intact), step."""
         params = [p for p in self.policy.parameters() if p.grad is not None]
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(self.optimizer)
         norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-        if self.grad_scaler is None and not bool(torch.isfinite(norm)):
-            raise NonFiniteError(
-                "non-finite gradient norm (NaN or Inf) in the policy update; the loss or"
-                " the model produced NaN/Inf. Parameters were not updated."
-            )
+        if self.grad_scaler is None:  # fp16's scaler skips non-finite steps by design
+            loss_ok, norm_ok = torch.stack([loss_finite, torch.isfinite(norm)]).tolist()
+            if not loss_ok:
+                raise NonFiniteError(
+                    "non-finite loss (NaN or Inf) in the policy update: the returns, values,"
+                    " advantages or log-probabilities hold NaN/Inf. Parameters were not updated."
+                )
+            if not norm_ok:
+                raise NonFiniteError(
+                    "non-finite gradient norm (NaN or Inf) in the policy update, with a finite"
+                    " loss: the model's backward pass overflowed. Parameters were not updated."
+                )
         if self.hparams.max_grad_norm is not None:
             torch.nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, norm, foreach=True)
         if self.grad_scaler is not None:

@@ -148,3 +148,18 @@ class MaskedChoice(Env):
             raise AssertionError(f"masked action taken: {action[~allowed].tolist()}")
         rewards = (action == 3).float() + 0.5 * (action == 2).float()
         return TensorDict({"obs": self._obs(), "rewards": rewards}, batch_size=[self.num_envs])
+
+
+class TinyModel(torch.nn.Module):
+    """A custom model: one shared linear layer, features and value heads."""
+
+    def __init__(self, observation_spec: Any, action_spec: Any, /, *, width: int = 8) -> None:
+        super().__init__()
+        self.config = {"width": width}
+        self.body = torch.nn.Linear(observation_spec.shape[-1], width)
+        self.features = torch.nn.Linear(width, 2 * action_spec.shape[-1])
+        self.value = torch.nn.Linear(width, 1)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = torch.tanh(self.body(obs))
+        return self.features(hidden), self.value(hidden)

@@ -150,3 +150,23 @@ def test_continuous_dummy_env_learns() -> None:
         algo.step()
     assert first < -1400
     assert stats["returns/mean"] > -600
+
+
+def test_custom_model_class_config_instance_and_distribution() -> None:
+    from rl8lite.distributions import Normal
+    from rl8lite.examples import Pendulum
+
+    from .helpers import TinyModel
+
+    algo = Algorithm(Pendulum, num_envs=4, horizon=4, seed=0, model_cls=TinyModel,
+                     model_config={"width": 5}, distribution_cls=Normal)
+    assert isinstance(algo.policy.model, TinyModel) and algo.policy.model.body.out_features == 5
+    assert algo.policy.distribution_cls is Normal  # instead of the default SquashedNormal
+    algo.collect()
+    assert "losses/total" in algo.step()
+    assert algo.params["model_cls"] == "tests.helpers.TinyModel"
+    instance = TinyModel(algo.env.observation_spec, algo.env.action_spec, width=3)
+    algo = Algorithm(Pendulum, num_envs=4, horizon=4, model=instance, distribution_cls=Normal)
+    assert algo.policy.model is instance
+    algo.collect()
+    algo.step()

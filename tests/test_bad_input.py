@@ -121,7 +121,23 @@ def test_non_finite_gradients_leave_parameters_intact() -> None:
     algo.buffer["advantages"].fill_(0)
     algo.buffer["rewards"][0, 0] = float("nan")  # poisons the returns, hence the value loss
     before = [p.detach().clone() for p in algo.policy.parameters()]
-    with pytest.raises(NonFiniteError, match="non-finite gradient norm"):
+    with pytest.raises(NonFiniteError, match="non-finite loss"):
         algo.step()
     for a, b in zip(before, algo.policy.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_non_finite_gradient_with_finite_loss_is_named() -> None:
+    algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=3, seed=0)
+    algo.collect()
+
+    def poison(grad: torch.Tensor) -> torch.Tensor:
+        return grad * float("inf")
+
+    handle = next(algo.policy.parameters()).register_hook(poison)
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    with pytest.raises(NonFiniteError, match="non-finite gradient norm .* with a finite loss"):
+        algo.step()
+    handle.remove()
+    for a, b in zip(before, algo.policy.parameters(), strict=True):
         assert torch.equal(a, b)

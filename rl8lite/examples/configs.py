@@ -11,3 +11,8 @@ CARTPOLE: dict[str, Any] = {
     "optimizer_config": {"lr": 3e-3},
     "sgd_minibatch_size": 1024,
 }
+
+PENDULUM: dict[str, Any] = {
+    "num_envs": 256,
+    "horizon": 50,
+}
