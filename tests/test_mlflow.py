@@ -146,3 +146,31 @@ def test_policy_is_saved_as_an_mlflow_model(experiment_name: str) -> None:
         expected = algo.policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
     assert actions.shape == (5, 1) and actions.dtype == np.int64
     np.testing.assert_array_equal(actions, expected)
+
+
+def test_background_writer_stores_metrics_without_a_flush(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    import time
+
+    tracker = MlflowTracker(experiment_name, flush_interval_s=0.05)
+    for step in range(200):
+        tracker.log_metrics({"a": float(step), "b": 1.0}, step=step)
+    deadline = time.monotonic() + 10
+    while len(client.get_metric_history(tracker.run_id, "a")) < 200:
+        assert time.monotonic() < deadline, "the background writer did not store the metrics"
+        time.sleep(0.05)
+    tracker.log_metrics({"a": 200.0}, step=200)
+    tracker.end()  # writes what is left synchronously
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "a")] == list(range(201))
+
+
+def test_a_failed_background_write_is_reported(experiment_name: str) -> None:
+    tracker = MlflowTracker(experiment_name, flush_interval_s=3600)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    tracker.client.log_batch = broken  # type: ignore[method-assign]
+    tracker.log_metrics({"a": 1.0}, step=1)
+    with pytest.raises(RuntimeError, match="disk full"):
+        tracker.flush()
+    assert len(tracker._pending) == 1  # kept for the next try, not dropped
