@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlite3
 from pathlib import Path
 
 import mlflow
 import nbformat
 import pytest
+
+from rl8lite.examples.configs import CARTPOLE
 from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,8 +80,9 @@ def test_quickstart_runs_in_quick_mode(tmp_path: Path, monkeypatch: pytest.Monke
     assert experiment is not None
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert sorted(runs) == ["baseline", "lr=1e-3"]
-    assert runs["baseline"].data.params["optimizer_config"] == '{"lr": 0.003}'
-    assert runs["lr=1e-3"].data.params["optimizer_config"] == '{"lr": 0.001}'
+    baseline = json.loads(runs["baseline"].data.params["optimizer_config"])
+    assert baseline["lr"] == CARTPOLE["optimizer_config"]["lr"]
+    assert json.loads(runs["lr=1e-3"].data.params["optimizer_config"])["lr"] == 0.001
     for run in runs.values():
         assert run.info.status == "FINISHED"
         metrics = run.data.metrics
@@ -85,7 +90,7 @@ def test_quickstart_runs_in_quick_mode(tmp_path: Path, monkeypatch: pytest.Monke
         for name in QUICK_EVALS:
             assert f"eval/{name}/episodes/return_mean" in metrics
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "returns/mean")]
-        assert steps == [2048 * i for i in range(1, len(steps) + 1)]  # one point per step, at env steps
+        assert steps == [(CARTPOLE["num_envs"] * CARTPOLE["horizon"]) * i for i in range(1, len(steps) + 1)]  # one point per step, at env steps
         assert [a.path for a in client.list_artifacts(run.info.run_id, "policy")], "policy not saved"
     assert [a.path for a in client.list_artifacts(runs["baseline"].info.run_id, "plots")] == ["plots/eval_returns.png"]
 
