@@ -13,7 +13,7 @@ import torch
 from tensordict import TensorDict
 
 from .data import DataKeys
-from .specs import Composite, Spec, SpecError
+from .specs import Categorical, Composite, Spec, SpecError
 
 
 class EnvOutputError(ValueError):
@@ -82,9 +82,16 @@ def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name:
 
 
 def check_actions(actions: Any, action_spec: Spec, num_envs: int) -> None:
-    """Sampled actions must fit the action spec (data read once, at the first step)."""
+    """Sampled actions must fit the action spec (data read once, at the first step).
+
+    Values are checked for discrete specs only: an unsquashed Gaussian over a
+    Bounded spec legitimately samples outside the bounds, and the env clips
+    (as in rl8 and Gymnasium).
+    """
     try:
-        action_spec.assert_is_in(actions, key="policy actions")
+        action_spec.assert_is_in(
+            actions, key="policy actions", check_values=isinstance(action_spec, Categorical)
+        )
     except SpecError as e:
         raise EnvOutputError(f"{e} (check the model's output size and distribution_cls)") from None
     if actions.shape[0] != num_envs:

@@ -1,0 +1,249 @@
+"""Env steps and wall time to *solve* the example envs, and the same for SB3's PPO.
+
+"Solved" is judged on the training episodes, the same way for every library:
+after each collect (rl8lite) or rollout (SB3), take the episodes completed in
+the most recent collects/rollouts, going back until they hold at least
+``--window`` episodes; the env is solved when their mean return reaches the
+threshold (CartPole 475, Pendulum -200). The env steps and the wall time
+(from building the algorithm, or SB3's vec env and model, to that check; one
+torch thread; no experiment tracking) are recorded. Runs that have not solved
+within a cap (rl8lite: 500k CartPole, 2M Pendulum env steps; SB3: rl-zoo's
+100k) count as unsolved: "unsolved" in the table, infinite in the medians.
+
+rl8lite runs ``Algorithm(Env, seed=s, **CONFIG)`` with the tuned configs of
+``rl8lite.examples.configs`` (``collect`` + ``step``, no MLflow). If
+``stable_baselines3`` is importable (``pip install -e '.[bench]'``), the same
+invocation also runs SB3 PPO on gymnasium's ``CartPole-v1`` with rl-zoo's tuned
+hyperparameters (8 envs, n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98,
+20 epochs, lr and clip linearly decayed from 1e-3 and 0.2 over rl-zoo's 1e5
+steps, no entropy bonus; 64x64 tanh MLPs), interleaved seed by seed with
+rl8lite's CartPole runs, and prints the wall-time ratio rl8lite / SB3.
+
+Usage:
+    python benchmarks/solve.py                          # CartPole and Pendulum, seeds 0 1 2
+    python benchmarks/solve.py --envs cartpole --seeds 0 1 2 3 --json out.json
+    python benchmarks/solve.py --no-sb3                 # skip SB3 even if installed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rl8lite import Algorithm
+from rl8lite.examples import CartPole, Pendulum
+from rl8lite.examples.configs import CARTPOLE, PENDULUM
+
+ENVS: dict[str, dict[str, Any]] = {
+    "cartpole": {"env_cls": CartPole, "config": CARTPOLE, "threshold": 475.0,
+                 "max_steps": 500_000},
+    "pendulum": {"env_cls": Pendulum, "config": PENDULUM, "threshold": -200.0,
+                 "max_steps": 2_000_000},
+}
+
+#: rl-zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
+SB3_CARTPOLE: dict[str, Any] = {
+    "n_envs": 8,
+    "n_timesteps": 100_000,
+    "n_steps": 32,
+    "batch_size": 256,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "n_epochs": 20,
+    "ent_coef": 0.0,
+    "learning_rate": 1e-3,  # linearly decayed to 0 over n_timesteps
+    "clip_range": 0.2,  # linearly decayed to 0 over n_timesteps
+}
+
+
+class WindowMean:
+    """Mean return of the episodes in the latest collects holding >= ``window`` episodes."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.collects: deque[tuple[float, float]] = deque()  # (count, return sum)
+
+    def add(self, count: float, return_sum: float) -> float:
+        """Record one collect's episodes; return the window's mean (NaN while too few)."""
+        if count:
+            self.collects.append((count, return_sum))
+        # drop the oldest collect while the others still hold >= window episodes
+        while (len(self.collects) > 1
+               and sum(c for c, _ in self.collects) - self.collects[0][0] >= self.window):
+            self.collects.popleft()
+        total = sum(c for c, _ in self.collects)
+        if total < self.window:
+            return math.nan
+        return sum(s for _, s in self.collects) / total
+
+
+def solve_rl8lite(
+    env_cls: type, config: dict[str, Any], seed: int, threshold: float, max_steps: int,
+    window: int,
+) -> dict[str, Any]:
+    """Train until the window mean reaches ``threshold``; steps, seconds, final mean."""
+    start = time.perf_counter()
+    algo = Algorithm(env_cls, seed=seed, device="cpu", **config)
+    meter = WindowMean(window)
+    steps, mean = 0, math.nan
+    while steps < max_steps:
+        stats = algo.collect()
+        steps += int(stats["env/steps"])
+        count = stats.get("episodes/count", 0.0)
+        mean = meter.add(count, stats["episodes/return_mean"] * count if count else 0.0)
+        if mean >= threshold:
+            return {"solved": True, "env_steps": steps, "seconds": time.perf_counter() - start,
+                    "window_mean": mean}
+        algo.step()
+    return {"solved": False, "env_steps": steps, "seconds": time.perf_counter() - start,
+            "window_mean": mean}
+
+
+def sb3_available() -> bool:
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def solve_sb3_cartpole(seed: int, threshold: float, max_steps: int, window: int) -> dict[str, Any]:
+    """SB3 PPO (rl-zoo hyperparameters) on gymnasium's CartPole-v1, same stopping rule."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    hp = SB3_CARTPOLE
+    meter = WindowMean(window)
+    result: dict[str, Any] = {"solved": False, "window_mean": math.nan}
+
+    class StopAtThreshold(BaseCallback):
+        """Groups finished episodes by rollout; stops training once the window mean is reached."""
+
+        stop = False
+
+        def _on_rollout_start(self) -> None:
+            self.returns: list[float] = []
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:  # added by make_vec_env's Monitor wrapper
+                    self.returns.append(float(info["episode"]["r"]))
+            return not self.stop
+
+        def _on_rollout_end(self) -> None:
+            mean = meter.add(len(self.returns), sum(self.returns))
+            result["window_mean"] = mean
+            if mean >= threshold and not result["solved"]:
+                result.update(solved=True, env_steps=self.num_timesteps,
+                              seconds=time.perf_counter() - start)
+                self.stop = True  # SB3 reads the stop signal from _on_step's return
+
+    def linear(initial: float) -> Callable[[float], float]:
+        return lambda progress_remaining: progress_remaining * initial
+
+    start = time.perf_counter()
+    env = make_vec_env("CartPole-v1", n_envs=hp["n_envs"], seed=seed)
+    model = PPO(
+        "MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"],
+        gae_lambda=hp["gae_lambda"], gamma=hp["gamma"], n_epochs=hp["n_epochs"],
+        ent_coef=hp["ent_coef"], learning_rate=linear(hp["learning_rate"]),
+        clip_range=linear(hp["clip_range"]), seed=seed, device="cpu", verbose=0,
+    )
+    # The linear schedules run over rl-zoo's budget; past it SB3 would keep lr = 0.
+    model.learn(total_timesteps=min(max_steps, hp["n_timesteps"]), callback=StopAtThreshold())
+    if not result["solved"]:
+        result.update(env_steps=model.num_timesteps, seconds=time.perf_counter() - start)
+    env.close()
+    return result
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    solved = [r for r in runs if r["solved"]]
+    out: dict[str, Any] = {"solved": f"{len(solved)}/{len(runs)}"}
+    for key in ("env_steps", "seconds"):
+        values = [r[key] if r["solved"] else math.inf for r in runs]
+        out[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
+    return out
+
+
+def fmt(value: float, kind: str) -> str:
+    if math.isinf(value):
+        return "unsolved"
+    return f"{value / 1000:.0f}k" if kind == "env_steps" else f"{value:.1f} s"
+
+
+def print_table(rows: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'run':<22} {'solved':>6}  {'env steps min/median/max':>26}"
+          f"  {'wall time min/median/max':>26}")
+    for name, s in rows.items():
+        steps = " / ".join(fmt(s["env_steps"][k], "env_steps") for k in ("min", "median", "max"))
+        secs = " / ".join(fmt(s["seconds"][k], "seconds") for k in ("min", "median", "max"))
+        print(f"{name:<22} {s['solved']:>6}  {steps:>26}  {secs:>26}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=["cartpole", "pendulum"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--window", type=int, default=20,
+                        help="episodes (at least) in the mean that must reach the threshold")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-sb3", action="store_true", help="skip SB3 even if it is installed")
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    use_sb3 = "cartpole" in args.envs and not args.no_sb3 and sb3_available()
+    print(f"torch {torch.__version__}, {args.threads} torch thread(s),"
+          f" {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
+          f" load average {os.getloadavg()[0]:.2f}, window {args.window} episodes;"
+          f" SB3: {'yes' if use_sb3 else 'not run'}")
+
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for name in args.envs:
+        spec = ENVS[name]
+        for seed in args.seeds:
+            result = solve_rl8lite(spec["env_cls"], spec["config"], seed, spec["threshold"],
+                                   spec["max_steps"], args.window)
+            runs.setdefault(f"rl8lite {name}", []).append({"seed": seed, **result})
+            print(f"rl8lite {name:<9} seed {seed}: {result}", flush=True)
+            if name == "cartpole" and use_sb3:
+                result = solve_sb3_cartpole(seed, spec["threshold"], spec["max_steps"], args.window)
+                runs.setdefault("sb3 CartPole-v1", []).append({"seed": seed, **result})
+                print(f"sb3 CartPole-v1   seed {seed}: {result}", flush=True)
+
+    rows = {name: summary(r) for name, r in runs.items()}
+    print_table(rows)
+    ratio = None
+    if "sb3 CartPole-v1" in rows:
+        ours, theirs = rows["rl8lite cartpole"]["seconds"], rows["sb3 CartPole-v1"]["seconds"]
+        ratio = ours["median"] / theirs["median"]
+        per_seed = [a["seconds"] / b["seconds"] if a["solved"] and b["solved"] else math.nan
+                    for a, b in zip(runs["rl8lite cartpole"], runs["sb3 CartPole-v1"])]
+        shown = f"{ratio:.3f} (1/{1 / ratio:.1f})" if 0 < ratio < math.inf else f"{ratio}"
+        print(f"\nCartPole wall time to solve, rl8lite / SB3 (medians): {shown};"
+              f" per seed: {', '.join(f'{r:.3f}' for r in per_seed)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "load_average": os.getloadavg(),
+                       "window": args.window, "seeds": args.seeds,
+                       "configs": {n: ENVS[n]["config"] for n in args.envs},
+                       "sb3_config": SB3_CARTPOLE if use_sb3 else None, "runs": runs,
+                       "summary": rows, "ratio_rl8lite_over_sb3": ratio},
+                      f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()
