@@ -12,9 +12,17 @@ same actor and critic MLPs, the same sampling, buffer writes, GAE and PPO
 loss, with no library code. Its throughput is our physical limit on this
 machine. Ratios are rl8lite / bare per repeat pair (> 1: rl8lite faster).
 
+With ``--compare-rl8`` it instead times full iterations of rl8 1.0.0 and
+rl8lite back to back on rl8's own CartPole example (``rl8_cartpole.py``, one
+env class for both) at rl8's default hyperparameters. rl8 and rl8lite need
+different tensordict/mlflow versions, so rl8 runs in its own venv
+(``benchmarks/.rl8-venv``, created on first use) as a worker process that
+the timing loop drives request by request, interleaved with rl8lite.
+
 Usage:
     python benchmarks/throughput.py                   # 8, 256, 1024, 4096 envs
     python benchmarks/throughput.py --envs 8 256 --repeats 3 --json out.json
+    python benchmarks/throughput.py --compare-rl8 --envs 8 1024 4096
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -180,15 +191,109 @@ def bench(num_envs: int, repeats: int, iterations: int) -> dict[str, Any]:
     return results
 
 
+RL8_VENV = Path(__file__).parent / ".rl8-venv"
+
+# rl8 1.0.0's defaults, spelled out for rl8lite (the value-loss form differs:
+# rl8 clamps a smooth-L1 loss at vf_clip_param, rl8lite clips V around V_old).
+RL8_DEFAULTS: dict[str, Any] = {
+    "horizon": 32,
+    "horizons_per_env_reset": 1,
+    "gamma": 0.95,
+    "gae_lambda": 0.95,
+    "num_sgd_iters": 4,
+    "sgd_minibatch_size": None,
+    "clip_param": 0.2,
+    "vf_coeff": 1.0,
+    "max_grad_norm": 5.0,
+    "optimizer_config": {"lr": 1e-3},
+    "model_config": {"hiddens": [256, 256], "activation": "relu"},
+}
+
+
+def rl8_python() -> Path:
+    """The rl8 venv's python, creating the venv (torch 2.13.0 + rl8 1.0.0) if needed."""
+    python = RL8_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {RL8_VENV} with rl8 1.0.0 (one-off, a few minutes)...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(RL8_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "rl8==1.0.0"], check=True)
+    return python
+
+
+def compare_rl8(envs: list[int], repeats: int, threads: int) -> list[dict[str, Any]]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rl8_cartpole import RL8CartPole
+
+    worker = subprocess.Popen(
+        [str(rl8_python()), str(Path(__file__).parent / "_rl8_worker.py"), str(threads)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+
+    def rl8_seconds(num_envs: int, iterations: int) -> float:
+        worker.stdin.write(f"{num_envs} {iterations}\n")
+        worker.stdin.flush()
+        return json.loads(worker.stdout.readline())["seconds"]
+
+    rows = []
+    try:
+        for num_envs in envs:
+            iterations = max(1, 256 // num_envs)
+            steps = num_envs * RL8_DEFAULTS["horizon"] * iterations
+            algo = Algorithm(RL8CartPole, num_envs=num_envs, seed=0, **RL8_DEFAULTS)
+
+            def ours() -> None:
+                for _ in range(iterations):
+                    algo.collect()
+                    algo.step()
+
+            ours()  # warm-up (rl8's worker warms up on its first request)
+            rl8_seconds(num_envs, 1)
+            ours_rates, rl8_rates, ratios = [], [], []
+            for i in range(repeats):
+                if i % 2:
+                    t_rl8, t_ours = rl8_seconds(num_envs, iterations), timed(ours)
+                else:
+                    t_ours, t_rl8 = timed(ours), rl8_seconds(num_envs, iterations)
+                ours_rates.append(steps / t_ours)
+                rl8_rates.append(steps / t_rl8)
+                ratios.append(t_rl8 / t_ours)
+            row = {"num_envs": num_envs, "rl8lite": summary(ours_rates), "rl8": summary(rl8_rates),
+                   "ratio": summary(ratios)}
+            rows.append(row)
+            fmt = lambda s: f"{s['min']:>8,.0f} {s['median']:>8,.0f} {s['max']:>8,.0f}"  # noqa: E731
+            r = row["ratio"]
+            print(f"{num_envs:>6} | {fmt(row['rl8lite'])} | {fmt(row['rl8'])} |"
+                  f" {r['min']:.2f} {r['median']:.2f} {r['max']:.2f}", flush=True)
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=60)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 256, 1024, 4096])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--compare-rl8", action="store_true",
+                        help="time rl8 1.0.0 against rl8lite (full iterations, rl8's CartPole and defaults)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.compare_rl8:
+        print(f"rl8's CartPole example, rl8's defaults (horizon 32, 4 whole-buffer passes, 2x256 MLPs),"
+              f" full iterations, {args.threads} torch thread(s), {args.repeats} interleaved repeats\n")
+        header = f"{'envs':>6} | {'rl8lite steps/s':>26} | {'rl8 steps/s':>26} | {'ratio rl8lite/rl8':>18}"
+        print(header)
+        print("-" * len(header))
+        rows = compare_rl8(args.envs, args.repeats, args.threads)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"mode": "compare-rl8", "config": RL8_DEFAULTS, "threads": args.threads,
+                           "results": rows}, f, indent=2)
+        return
     rows = []
     print(f"CartPole, horizon {CONFIG['horizon']}, 2x256 ReLU actor + critic, {CONFIG['num_sgd_iters']} whole-buffer"
           f" SGD passes, {args.threads} torch thread(s), {args.repeats} interleaved repeats (min/median/max)\n")

@@ -66,7 +66,9 @@ def resolve_horizons_per_env_reset(config: AlgorithmConfig, env_cls: type[Env]) 
     """The configured value, or enough collects to fit the env's longest episode."""
     if config.horizons_per_env_reset is not None:
         return config.horizons_per_env_reset
-    max_steps = getattr(env_cls, "max_episode_steps", None)
+    max_steps = (config.env_config or {}).get("max_episode_steps") or getattr(
+        env_cls, "max_episode_steps", None
+    )
     return math.ceil(max_steps / config.horizon) if max_steps else 1
 
 
@@ -294,7 +296,8 @@ class Algorithm:
             return None
         if DataKeys.FINAL_OBS not in self.buffer.keys():
             shape = [self.hparams.num_envs, self.hparams.horizon + 1]
-            self.buffer[DataKeys.FINAL_OBS] = self.env.observation_spec.zero(shape)
+            with torch.inference_mode(False):  # a normal tensor: checkpoints load into it later
+                self.buffer[DataKeys.FINAL_OBS] = self.env.observation_spec.zero(shape)
         return self.buffer[DataKeys.FINAL_OBS]
 
     def _fill_final_values(self, final_obs_buf: torch.Tensor | TensorDict | None) -> None:
@@ -398,8 +401,8 @@ class Algorithm:
         # --- minibatch SGD passes
         sums, passes, grad_norm = self._sgd_passes(batch)
 
-        # --- schedules move with env transitions (as in rl8)
-        env_steps = n * horizon * self.state.horizons
+        # --- schedules move with training env transitions (the logged env/steps axis)
+        env_steps = n * horizon * (self.state.steps + 1)
         lr = self.lr_scheduler.step(env_steps)
         entropy_coeff_used = self.entropy_scheduler.coeff
         self.entropy_scheduler.step(env_steps)
@@ -631,6 +634,7 @@ class Algorithm:
         """
         n = self.hparams.num_envs
         name = type(self.env).__name__
+        self._needs_reset = True  # set first: the env is reset/stepped below even if a check fails
         with torch.inference_mode():
             obs = self.env.reset()
             check_batch(obs, self.env.observation_spec, n, f"{name}.reset output")
@@ -649,4 +653,3 @@ class Algorithm:
                 {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
                 env_name=name,
             )
-        self._needs_reset = True

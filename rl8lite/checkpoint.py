@@ -28,17 +28,39 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupt, truncated or not an rl8lite checkpoint."""
 
 
+def to_plain(value: Any, where: str) -> Any:
+    """``value`` as data ``torch.load(weights_only=True)`` reads back: numbers, strings,
+    tensors, lists/tuples/dicts (str or int keys) of them; numpy scalars become Python numbers.
+
+    Raises:
+        CheckpointError: naming ``where`` (the config key) for anything else, so a
+            checkpoint that could not be loaded is never written.
+    """
+    if isinstance(value, np.generic):  # first: np.float64 is also a Python float
+        return value.item()
+    if isinstance(value, (bool, int, float, str, type(None), torch.Tensor)):
+        return value
+    if isinstance(value, type):
+        return dotted_path(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
+        return {k: to_plain(v, f"{where}.{k}") for k, v in value.items()}
+    raise CheckpointError(
+        f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings, tensors and"
+        " lists/dicts of them (classes as dotted paths); pass plain values in configs"
+    )
+
+
 def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
     """The config as plain data: classes become dotted paths, a model instance its class and config."""
     plain: dict[str, Any] = {}
     for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if f.name == "model":
-            continue
-        plain[f.name] = dotted_path(value) if isinstance(value, type) else value
+        if f.name != "model":
+            plain[f.name] = to_plain(getattr(config, f.name), f.name)
     if config.model is not None:
         plain["model_cls"] = dotted_path(type(config.model))
-        plain["model_config"] = dict(getattr(config.model, "config", {}) or {})
+        plain["model_config"] = to_plain(dict(getattr(config.model, "config", {}) or {}), "model.config")
     return plain
 
 

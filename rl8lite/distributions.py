@@ -247,9 +247,12 @@ class SquashedNormal(Normal):
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
         noise = torch.randn_like(self.mean)
-        actions, squashed = self._squash(self.mean + self.log_std.exp() * noise)
-        logp = self._gaussian_logp(noise) - self._log_det(squashed)
-        return actions.view(self._action_shape), logp
+        actions, _ = self._squash(self.mean + self.log_std.exp() * noise)
+        actions = actions.view(self._action_shape)
+        # The log-probability is recomputed from the action exactly as the update
+        # will recompute it: near saturation atanh(tanh(u)) != u in float32, and
+        # two formulas would give a ratio != 1 before any parameter moved.
+        return actions, self.logp(actions)
 
     def deterministic_sample(self) -> torch.Tensor:
         return self._squash(self.mean)[0].view(self._action_shape)

@@ -18,6 +18,9 @@ class DeterministicActor(nn.Module):
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         self.policy = copy.deepcopy(policy).cpu().eval()
+        # The spec is no module buffer: move its bound tensors too, or a CUDA-trained
+        # policy would export cuda constants.
+        self.policy.action_spec = policy.action_spec.to("cpu")
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return self.policy.act(obs, deterministic=True)[0]

@@ -149,7 +149,10 @@ _OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
 def _end_open_runs() -> None:
     for tracker in list(_OPEN_TRACKERS):
         try:
-            tracker.end("FINISHED")
+            if tracker.ended:
+                tracker.flush()  # an earlier end() could not write everything
+            else:
+                tracker.end("FINISHED")
         except Exception:  # noqa: BLE001 - interpreter exit: nothing left to report to
             pass
 
@@ -265,9 +268,6 @@ class MlflowTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Queue metrics at ``step``; the background writer stores them within ``flush_interval_s``."""
         self._reopen()
-        if self._write_error is not None:
-            error, self._write_error = self._write_error, None
-            raise TrackingError(f"writing metrics to {self.tracking_uri!r} failed: {error}") from error
         timestamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), timestamp, int(step)) for k, v in metrics.items()]
         with self._pending_lock:
@@ -281,9 +281,9 @@ class MlflowTracker:
             time.sleep(self.flush_interval_s)
             try:
                 self._write_pending()
-            except Exception as e:  # noqa: BLE001 - reported by the next log_metrics/flush
+                self._write_error = None
+            except Exception as e:  # noqa: BLE001 - kept and retried next time; flush()/end() raise
                 self._write_error = e
-                return
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -320,7 +320,12 @@ class MlflowTracker:
         return checkpoint_dir(self.tracking_uri, self.run_id)
 
     def flush(self) -> None:
-        """Write every queued metric now (waiting for a background write in progress)."""
+        """Write every queued metric now (waiting for a background write in progress).
+
+        A transient failure of the background writer (e.g. a locked SQLite db) only
+        delays metrics: they stay queued and are retried; this raises if writing
+        still fails now.
+        """
         self._write_pending()
         self._write_error = None
 
@@ -339,10 +344,11 @@ class MlflowTracker:
             if message:
                 self.client.set_tag(self.run_id, "rl8lite.error", message[:_MAX_PARAM_LENGTH])
         finally:
+            self.ended = True
+            if not self._pending:  # else stay registered: interpreter exit retries the flush
+                _OPEN_TRACKERS.discard(self)
             if self.owns_run:
                 self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
-            self.ended = True
-            _OPEN_TRACKERS.discard(self)
 
     @property
     def ui_command(self) -> str:

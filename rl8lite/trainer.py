@@ -268,6 +268,10 @@ class Trainer:
                     train_stats = self.step(env_config=env_config)
                     self._report(train_stats)
                     steps = self.state["algorithm/steps"]
+                    stop = any([condition(train_stats) for condition in conditions])
+                    if not stop and not requests.stop and steps_per_eval and steps % steps_per_eval == 0:
+                        self.eval(env_config=eval_env_config)
+                    # After the eval: a resumed run then continues exactly where this one was.
                     if requests.checkpoint or requests.stop or (checkpoint_every and steps % checkpoint_every == 0):
                         requests.checkpoint = False
                         self.save_checkpoint(keep=keep_checkpoints)
@@ -276,19 +280,17 @@ class Trainer:
                         if requests.stop == signal.SIGINT:
                             raise KeyboardInterrupt
                         raise SystemExit(128 + requests.stop)
-                    if any([condition(train_stats) for condition in conditions]):
+                    if stop:
                         break
-                    if steps_per_eval and steps % steps_per_eval == 0:
-                        self.eval(env_config=eval_env_config)
+            self._report(train_stats, final=True)
+            if self.save_policy and not isinstance(self.algorithm.env.observation_spec, Composite):
+                self.log_policy()
         except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
             raise
         except BaseException as e:
             self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
             raise
-        self._report(train_stats, final=True)
-        if self.save_policy and not isinstance(self.algorithm.env.observation_spec, Composite):
-            self.log_policy()
         self.tracker.end("FINISHED")
         return train_stats
 
@@ -317,7 +319,7 @@ class Trainer:
             "version": ckpt.VERSION,
             "env_cls": ckpt.dotted_path(self.algorithm.env_cls),
             "config": ckpt.config_to_plain(self.algorithm.hparams),
-            "algorithm": self.algorithm.state_dict(),
+            "algorithm": ckpt.to_plain(self.algorithm.state_dict(), "algorithm state"),
             "trainer": {"state": dict(self.state)},
             "rng": ckpt.capture_rng(),
             "run": {
@@ -348,6 +350,7 @@ class Trainer:
         /,
         *,
         tracking_uri: str | None = None,
+        device: str | None = None,
         progress: bool = True,
         save_policy: bool = True,
     ) -> Trainer:
@@ -355,6 +358,7 @@ class Trainer:
         reopen its MLflow run: the step axis continues, params are not logged again.
 
         Classes (env, model, distribution, optimizer) are imported by dotted path.
+        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU).
 
         Raises:
             CheckpointError: The file is missing, corrupt, truncated or not a checkpoint.
@@ -366,6 +370,8 @@ class Trainer:
         try:
             env_cls = ckpt.import_dotted_path(payload["env_cls"])
             config = ckpt.config_from_plain(payload["config"])
+            if device is not None:
+                config = config.replace(device=device)
         except ImportError as e:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
         algorithm = Algorithm(env_cls, config)

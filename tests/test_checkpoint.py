@@ -217,3 +217,55 @@ def test_kill_9_never_leaves_an_unloadable_last_checkpoint(tmp_path) -> None:
         assert checkpoints, f"trial {trial}: no checkpoint; stderr: {err[-500:]}"
         payload = read_checkpoint(checkpoints[-1])
         assert payload["trainer"]["state"]["algorithm/steps"] >= 1
+
+
+def test_config_values_are_checked_before_a_checkpoint_is_written(experiment_name: str, tmp_path: Path) -> None:
+    import numpy as np
+
+    from rl8lite.env import DiscreteDummyEnv
+
+    algo = Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, env_config={"bounds": np.float64(5.0)})
+    trainer = Trainer(algo, experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.step()
+    resumed = Trainer.from_checkpoint(trainer.save_checkpoint(tmp_path / "a.pt"), progress=False)
+    assert resumed.algorithm.hparams.env_config == {"bounds": 5.0}
+    resumed.close()
+    algo.hparams.model_config = {"weird": object()}
+    with pytest.raises(CheckpointError, match=r"cannot checkpoint model_config.weird"):
+        trainer.save_checkpoint(tmp_path / "b.pt")
+    assert not (tmp_path / "b.pt").exists()
+    trainer.close()
+
+
+def test_resume_with_a_model_instance_and_final_obs_buffer(experiment_name: str, tmp_path: Path) -> None:
+    from rl8lite.models import DefaultModel
+
+    spec_env = CartPole(1)
+    model = DefaultModel(spec_env.observation_spec, spec_env.action_spec, num_features=2, hiddens=[16])
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0, model=model),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.step()
+    state = trainer.algorithm.state_dict()
+    trainer.step()
+    trainer.algorithm.load_state_dict(state)  # final_obs buffer exists by now (CartPole gives it)
+    resumed = Trainer.from_checkpoint(trainer.save_checkpoint(tmp_path / "m.pt"), progress=False)
+    assert resumed.algorithm.policy.model.actor[0].out_features == 16
+    resumed.step()
+    resumed.close()
+    trainer.close()
+
+
+def test_checkpoint_is_taken_after_a_due_eval(experiment_name: str) -> None:
+    def make_k1() -> Trainer:
+        algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=3, horizons_per_env_reset=1)
+        return Trainer(algo, experiment_name=experiment_name, progress=False, save_policy=False)
+
+    straight = make_k1()
+    reference = straight.run(steps_per_eval=2, stop_conditions=[HitsUpperBound("algorithm/steps", 4)])
+    first = make_k1()  # checkpoints at step 2, after that step's eval; runs on to step 3
+    first.run(steps_per_eval=2, checkpoint_every=2, stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
+    at_step_2 = first.tracker.checkpoint_dir / "checkpoint-000000000128.pt"
+    resumed = Trainer.from_checkpoint(at_step_2, progress=False, save_policy=False)
+    final = resumed.run(steps_per_eval=2, stop_conditions=[HitsUpperBound("algorithm/steps", 4)])
+    assert stable([final]) == stable([reference])
+    assert resumed.state == straight.state

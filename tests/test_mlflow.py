@@ -174,3 +174,24 @@ def test_a_failed_background_write_is_reported(experiment_name: str) -> None:
     with pytest.raises(RuntimeError, match="disk full"):
         tracker.flush()
     assert len(tracker._pending) == 1  # kept for the next try, not dropped
+
+
+def test_a_transient_write_failure_loses_nothing(experiment_name: str, client: mlflow.MlflowClient) -> None:
+    import time
+
+    tracker = MlflowTracker(experiment_name, flush_interval_s=0.05)
+    real = tracker.client.log_batch
+    failures = [1]
+
+    def flaky(*args, **kwargs):
+        if failures:
+            failures.pop()
+            raise RuntimeError("database is locked")
+        return real(*args, **kwargs)
+
+    tracker.client.log_batch = flaky  # type: ignore[method-assign]
+    tracker.log_metrics({"a": 1.0}, step=1)
+    time.sleep(0.3)  # the background writer fails once, then retries
+    tracker.log_metrics({"a": 2.0}, step=2)  # never raises for a background failure
+    tracker.end()
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "a")] == [1, 2]

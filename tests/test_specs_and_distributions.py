@@ -118,3 +118,13 @@ def test_default_distribution_and_num_inputs() -> None:
         D.Categorical.num_inputs(Unbounded(2))
     entropy = float(D.Normal(torch.zeros(1, 2), Unbounded(1)).entropy())
     assert entropy == pytest.approx(0.5 + 0.5 * math.log(2 * math.pi), rel=1e-6)
+
+
+def test_squashed_normal_sampling_logp_equals_the_recomputed_one_even_when_saturated() -> None:
+    torch.manual_seed(0)
+    spec = Bounded(-2.0, 2.0, shape=[1])
+    features = torch.cat([torch.full((4096, 1), 3.0), torch.full((4096, 1), 2.0)], -1)  # log_std 2
+    dist = D.SquashedNormal(features, spec)
+    actions, logp = dist.sample_with_logp()
+    assert (actions.abs() > 1.99999).float().mean() > 0.2  # many saturated samples
+    assert torch.equal(dist.logp(actions), logp)  # PPO's ratio is exactly 1 before an update

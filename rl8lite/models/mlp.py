@@ -107,6 +107,8 @@ class DefaultModel(Model):
         super().__init__(
             observation_spec,
             action_spec,
+            num_features=num_features,
+            gaussian=gaussian,
             hiddens=list(hiddens),
             activation=activation,
             init_log_std=init_log_std,
