@@ -506,18 +506,22 @@ class Algorithm:
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(self.optimizer)
         norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-        if self.grad_scaler is None:  # fp16's scaler skips non-finite steps by design
-            loss_ok, norm_ok = torch.stack([loss_finite, torch.isfinite(norm)]).tolist()
-            if not loss_ok:
-                raise NonFiniteError(
-                    "non-finite loss (NaN or Inf) in the policy update: the returns, values,"
-                    " advantages or log-probabilities hold NaN/Inf. Parameters were not updated."
-                )
-            if not norm_ok:
-                raise NonFiniteError(
-                    "non-finite gradient norm (NaN or Inf) in the policy update, with a finite"
-                    " loss: the model's backward pass overflowed. Parameters were not updated."
-                )
+        # The loss is fp32 (even under autocast) and must be finite; non-finite fp16
+        # gradients are the grad scaler's business (it skips the step and rescales).
+        norm_finite = torch.isfinite(norm) if self.grad_scaler is None else torch.ones_like(loss_finite)
+        loss_ok, norm_ok = torch.stack([loss_finite, norm_finite]).tolist()
+        if not loss_ok:
+            raise NonFiniteError(
+                "non-finite loss (NaN or Inf) in the policy update: the returns, values,"
+                " advantages or log-probabilities hold NaN/Inf. This optimizer step was not"
+                " taken (earlier minibatches of this update were)."
+            )
+        if not norm_ok:
+            raise NonFiniteError(
+                "non-finite gradient norm (NaN or Inf) in the policy update, with a finite"
+                " loss: the model's backward pass overflowed. This optimizer step was not"
+                " taken (earlier minibatches of this update were)."
+            )
         if self.hparams.max_grad_norm is not None:
             torch.nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, norm, foreach=True)
         if self.grad_scaler is not None:

@@ -143,16 +143,32 @@ def _param_value(value: Any) -> str:
 
 
 _OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
+_UNCAUGHT: list[BaseException] = []
+_previous_excepthook = sys.excepthook
+
+
+def _note_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """Remember an exception that ends the program, so its open runs end FAILED, not FINISHED."""
+    _UNCAUGHT.append(exc)
+    _previous_excepthook(exc_type, exc, tb)
+
+
+sys.excepthook = _note_uncaught
 
 
 @atexit.register
 def _end_open_runs() -> None:
+    status, message = "FINISHED", None
+    if _UNCAUGHT:
+        exc = _UNCAUGHT[-1]
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        message = f"{type(exc).__name__}: {exc}"
     for tracker in list(_OPEN_TRACKERS):
         try:
             if tracker.ended:
                 tracker.flush()  # an earlier end() could not write everything
             else:
-                tracker.end("FINISHED")
+                tracker.end(status, message=message)
         except Exception:  # noqa: BLE001 - interpreter exit: nothing left to report to
             pass
 

@@ -195,3 +195,24 @@ def test_a_transient_write_failure_loses_nothing(experiment_name: str, client: m
     tracker.log_metrics({"a": 2.0}, step=2)  # never raises for a background failure
     tracker.end()
     assert [m.step for m in client.get_metric_history(tracker.run_id, "a")] == [1, 2]
+
+
+def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_store: str, client: mlflow.MlflowClient) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "from rl8lite import Algorithm, Trainer\n"
+        "from rl8lite.env import DiscreteDummyEnv\n"
+        "t = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name='crash', progress=False)\n"
+        "print(t.tracker.run_id, flush=True)\n"
+        "t.step()\n"
+        "raise RuntimeError('boom')\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
+    assert out.returncode == 1 and "boom" in out.stderr
+    run = client.get_run(out.stdout.split()[0])
+    assert run.info.status == "FAILED" and run.data.tags["rl8lite.error"] == "RuntimeError: boom"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [4]
