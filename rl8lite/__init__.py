@@ -2,10 +2,13 @@
 
 __version__ = "0.1.0"
 
-from .algorithm import Algorithm, AlgorithmState  # noqa: E402
-from .config import AlgorithmConfig, ConfigError  # noqa: E402
+from .algorithm import Algorithm, AlgorithmState, RecurrentAlgorithm  # noqa: E402
+from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig  # noqa: E402
 from .env import Env  # noqa: E402
-from .trainer import Trainer  # noqa: E402
+from .trainer import RecurrentTrainer, Trainer  # noqa: E402
 from .train_config import TrainConfig  # noqa: E402
 
-__all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "TrainConfig", "Trainer", "__version__"]
+__all__ = [
+    "Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "RecurrentAlgorithm",
+    "RecurrentAlgorithmConfig", "RecurrentTrainer", "TrainConfig", "Trainer", "__version__",
+]

@@ -22,13 +22,13 @@ from .advantages import (
     normalize,
 )
 from .checks import NonFiniteError, assert_finite, check_actions, check_batch, check_step_output
-from .config import AlgorithmConfig, ConfigError, resolve_device
+from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig, resolve_device
 from .data import DataKeys
 from .distributions import Normal, default_distribution_cls
 from .env import Env
 from .losses import ppo_losses
 from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
-from .models import DefaultModel, Model
+from .models import DefaultModel, DefaultRecurrentModel, Model
 from .policy import Policy
 from .schedulers import EntropyScheduler, LRScheduler
 
@@ -90,6 +90,9 @@ class Algorithm:
         >>> "losses/total" in algo.step()
         True
     """
+
+    #: Model built when no model/model_cls is configured.
+    default_model_cls: type[Model] = DefaultModel
 
     env: Env
     policy: Policy
@@ -171,7 +174,7 @@ class Algorithm:
         elif hp.model_cls is not None:
             model = hp.model_cls(obs_spec, action_spec, **(hp.model_config or {}))
         else:
-            model = DefaultModel(
+            model = self.default_model_cls(
                 obs_spec,
                 action_spec,
                 num_features=distribution_cls.num_inputs(action_spec),
@@ -229,6 +232,7 @@ class Algorithm:
                 check_batch(obs, self.env.observation_spec, n, f"{env_name}.reset output")
                 obs_buf[:, 0] = obs
                 self._needs_reset = False
+                self._reset_states()
                 self._discounted_return.zero_()
                 self._episode_return.zero_()
                 self._episode_length.zero_()
@@ -237,10 +241,14 @@ class Algorithm:
                 obs = obs_buf[:, 0].clone()
 
             # --- rollout: plain tensor writes into buffer slices, no host sync
+            recurrent = self.policy.recurrent
             t = 0
             try:
                 for t in range(horizon):
-                    actions, logp, values = self.policy.act(obs, deterministic=deterministic)
+                    if recurrent:
+                        actions, logp, values = self._act_recurrent(obs, t, deterministic)
+                    else:
+                        actions, logp, values = self.policy.act(obs, deterministic=deterministic)
                     if not self._checked_actions:
                         check_actions(actions, self.env.action_spec, n)
                         self._checked_actions = True
@@ -258,6 +266,8 @@ class Algorithm:
                     if episodic:
                         terminated_buf[:, t] = out[DataKeys.TERMINATED]
                         truncated_buf[:, t] = out[DataKeys.TRUNCATED]
+                        if recurrent:
+                            self._end_states(out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED])
                         if final_obs_buf is not None:
                             final_obs_buf[:, t] = out[DataKeys.FINAL_OBS]
             except Exception:
@@ -268,7 +278,7 @@ class Algorithm:
                     env_name=env_name,
                 )
                 raise
-            values_buf[:, horizon] = self.policy.values(obs)
+            values_buf[:, horizon] = self._bootstrap_values(obs)
 
             # --- once per collect: checks, bootstrap values, statistics
             rewards = rewards_buf[:, :horizon, 0]
@@ -280,7 +290,9 @@ class Algorithm:
                 truncated_buf.zero_()
             ends = (terminated_buf[:, :horizon, 0] | truncated_buf[:, :horizon, 0]) if episodic else None
             if episodic:
-                self._fill_final_values(final_obs_buf)
+                # A recurrent value of final_obs needs the state at that step: the
+                # pre-step value stands in (as without final_obs).
+                self._fill_final_values(None if recurrent else final_obs_buf)
             stats = self._collect_stats(rewards, ends)
 
         self._episodic = episodic
@@ -383,19 +395,17 @@ class Algorithm:
         explained_variance = 1.0 - (returns - values[:, :horizon]).var() / (returns.var() + _EPS)
 
         # --- flatten [N, T] into one batch of N * T samples
-        def flat(x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
-            x = x[:, :horizon]
-            return x.reshape(n * horizon) if isinstance(x, TensorDict) else x.reshape(n * horizon, *x.shape[2:])
-
         if hp.normalize_advantages:
             advantages = normalize(advantages)
+        view = self._batch_view
         batch = {
-            DataKeys.OBS: flat(buf[DataKeys.OBS]),
-            DataKeys.ACTIONS: flat(buf[DataKeys.ACTIONS]),
-            DataKeys.LOGP: flat(buf[DataKeys.LOGP]),
-            DataKeys.VALUES: flat(buf[DataKeys.VALUES]),
-            DataKeys.RETURNS: returns.reshape(-1, 1),
-            DataKeys.ADVANTAGES: advantages.reshape(-1, 1),
+            DataKeys.OBS: view(buf[DataKeys.OBS][:, :horizon]),
+            DataKeys.ACTIONS: view(buf[DataKeys.ACTIONS][:, :horizon]),
+            DataKeys.LOGP: view(buf[DataKeys.LOGP][:, :horizon]),
+            DataKeys.VALUES: view(buf[DataKeys.VALUES][:, :horizon]),
+            DataKeys.RETURNS: view(returns[..., None]),
+            DataKeys.ADVANTAGES: view(advantages[..., None]),
+            **self._sequence_batch(),
         }
 
         # --- minibatch SGD passes
@@ -437,9 +447,11 @@ class Algorithm:
         weighted by its share, so chunking never changes the update.
         """
         hp = self.hparams
-        size = hp.num_envs * hp.horizon
-        minibatch = hp.sgd_minibatch_size or size
-        chunk = hp.update_chunk_size or minibatch
+        # A unit is one time step (feedforward) or one sequence of seq_len steps (recurrent).
+        unit = self.seq_len
+        size = hp.num_envs * hp.horizon // unit
+        minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
+        chunk = max(1, (hp.update_chunk_size or minibatch * unit) // unit)
         entropy_coeff = self.entropy_scheduler.coeff
         sums = torch.zeros(7, device=self.device, dtype=torch.float64)
         grad_norms: list[torch.Tensor] = []
@@ -460,16 +472,14 @@ class Algorithm:
                     c_end = min(c_start + chunk, mb_start + mb_size)
                     index = order[c_start:c_end] if order is not None else slice(c_start, c_end)
                     with self._autocast():
-                        logp, entropy, values = self.policy.evaluate(
-                            batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index]
-                        )
+                        logp, entropy, values = self._evaluate(batch, index)
                         losses = ppo_losses(
                             logp=logp.float(),
-                            old_logp=batch[DataKeys.LOGP][index],
-                            advantages=batch[DataKeys.ADVANTAGES][index],
+                            old_logp=batch[DataKeys.LOGP][index].reshape(-1, 1),
+                            advantages=batch[DataKeys.ADVANTAGES][index].reshape(-1, 1),
                             values=values.float(),
-                            old_values=batch[DataKeys.VALUES][index],
-                            returns=batch[DataKeys.RETURNS][index],
+                            old_values=batch[DataKeys.VALUES][index].reshape(-1, 1),
+                            returns=batch[DataKeys.RETURNS][index].reshape(-1, 1),
                             entropy=entropy.float(),
                             clip_param=hp.clip_param,
                             dual_clip_param=hp.dual_clip_param,
@@ -480,7 +490,7 @@ class Algorithm:
                     weight = (c_end - c_start) / denominator
                     loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * weight)
-                    count = c_end - c_start
+                    count = (c_end - c_start) * unit
                     chunk_sums = torch.stack([*(x.detach().double() for x in losses), torch.tensor(1.0, dtype=torch.float64, device=self.device)]) * count
                     sums += chunk_sums
                     pass_kl += losses.kl_div.detach().double() * count
@@ -489,10 +499,38 @@ class Algorithm:
             if hp.accumulate_grads:
                 grad_norms.append(self._optimizer_step(loss_finite))
             passes += 1
-            if hp.target_kl_div is not None and float(pass_kl / size) > 1.5 * hp.target_kl_div:
+            if hp.target_kl_div is not None and float(pass_kl / (size * unit)) > 1.5 * hp.target_kl_div:
                 break
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
         return sums.tolist(), passes, grad_norm
+
+    #: Time steps per update unit (1: feedforward; recurrent algorithms use seq_len).
+    seq_len = 1
+
+    # Hooks a recurrent algorithm overrides; the feedforward versions do nothing extra.
+    def _reset_states(self) -> None:
+        pass
+
+    def _act_recurrent(self, obs: Any, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    def _end_states(self, done: torch.Tensor) -> None:
+        pass
+
+    def _bootstrap_values(self, obs: Any) -> torch.Tensor:
+        return self.policy.values(obs)
+
+    def _sequence_batch(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def _batch_view(self, x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
+        """``[N, T, ...]`` rows as update units: ``[N * T, ...]`` here."""
+        rows = x.shape[0] * x.shape[1]
+        return x.reshape(rows) if isinstance(x, TensorDict) else x.reshape(rows, *x.shape[2:])
+
+    def _evaluate(self, batch: dict[str, Any], index: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(logp, entropy, values)`` ``[samples, 1]`` of the batch rows ``index`` under the current policy."""
+        return self.policy.evaluate(batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index])
 
     def _backward(self, loss: torch.Tensor) -> None:
         if self.grad_scaler is not None:
@@ -643,7 +681,11 @@ class Algorithm:
             obs = self.env.reset()
             check_batch(obs, self.env.observation_spec, n, f"{name}.reset output")
             self.env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
-            actions, logp, values = self.policy.act(obs)
+            if self.policy.recurrent:
+                states = self.policy.model.init_states(n, self.device)
+                actions, logp, values, _ = self.policy.act_recurrent(obs, states)
+            else:
+                actions, logp, values = self.policy.act(obs)
             check_actions(actions, self.env.action_spec, n)
             for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
                 if tuple(value.shape) != (n, 1):
@@ -657,3 +699,108 @@ class Algorithm:
                 {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
                 env_name=name,
             )
+
+
+class RecurrentAlgorithm(Algorithm):
+    """PPO with a recurrent policy: the same collect and update, with the state carried.
+
+    The state is carried through the rollout, zeroed per copy when its episode
+    ends, at env resets, and every ``seqs_per_state_reset`` sequences; the state
+    at each sequence start is stored, and the update unrolls ``[seq_len]``
+    sequences from it (truncated backpropagation through time).
+
+    Args:
+        env_cls: The env class.
+        config: A :class:`~rl8lite.config.RecurrentAlgorithmConfig` (default one if omitted).
+        **overrides: Any config field.
+
+    Examples:
+        >>> from rl8lite import RecurrentAlgorithm
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> algo = RecurrentAlgorithm(DiscreteDummyEnv, num_envs=4, horizon=8, seq_len=4)
+        >>> "losses/total" in (algo.collect(), algo.step())[1]
+        True
+    """
+
+    default_model_cls = DefaultRecurrentModel
+
+    def __init__(
+        self, env_cls: type[Env], /, config: AlgorithmConfig | None = None, **overrides: Any
+    ) -> None:
+        config = config or RecurrentAlgorithmConfig()
+        if not isinstance(config, RecurrentAlgorithmConfig):
+            raise TypeError("RecurrentAlgorithm needs a RecurrentAlgorithmConfig")
+        super().__init__(env_cls, config, **overrides)
+        hp = self.hparams
+        assert isinstance(hp, RecurrentAlgorithmConfig)
+        if not self.policy.recurrent:
+            raise ConfigError("RecurrentAlgorithm needs a RecurrentModel (model_cls/model)")
+        self.seq_len = hp.seq_len
+        model = self.policy.model
+        self._states = model.init_states(hp.num_envs, self.device)
+        self._sequence_states = torch.zeros(
+            hp.num_envs, hp.horizon // hp.seq_len, model.state_size, device=self.device
+        )
+        self._seqs = 0
+
+    def _reset_states(self) -> None:
+        self._states = torch.zeros_like(self._states)
+        self._seqs = 0
+
+    def _act_recurrent(self, obs: Any, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
+        if t % self.seq_len == 0:
+            period = self.hparams.seqs_per_state_reset
+            if period > 0 and self._seqs % period == 0:
+                self._states = torch.zeros_like(self._states)
+            self._sequence_states[:, t // self.seq_len] = self._states
+            self._seqs += 1
+        actions, logp, values, self._states = self.policy.act_recurrent(
+            obs, self._states, deterministic=deterministic
+        )
+        return actions, logp, values
+
+    def _end_states(self, done: torch.Tensor) -> None:
+        self._states = self._states * (~done).to(self._states.dtype)
+
+    def _bootstrap_values(self, obs: Any) -> torch.Tensor:
+        return self.policy.model(obs, self._states)[1]
+
+    def _batch_view(self, x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
+        """``[N, T, ...]`` rows as ``[N * T / seq_len, seq_len, ...]`` sequences."""
+        seqs = x.shape[0] * x.shape[1] // self.seq_len
+        if isinstance(x, TensorDict):
+            return x.reshape(seqs, self.seq_len)
+        return x.reshape(seqs, self.seq_len, *x.shape[2:])
+
+    def _sequence_batch(self) -> dict[str, torch.Tensor]:
+        horizon = self.hparams.horizon
+        ends = self.buffer[DataKeys.TERMINATED][:, :horizon, 0] | self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        # reset before step t if the episode ended at t - 1 (within a sequence only:
+        # the stored sequence-start states are already reset)
+        resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
+        resets = self._batch_view(resets).clone()
+        resets[:, 0] = False
+        states = self._sequence_states.reshape(-1, self._sequence_states.shape[-1])
+        return {"states": states, "resets": resets}
+
+    def _evaluate(self, batch: dict[str, Any], index: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.policy.evaluate_sequences(
+            batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index],
+            batch["states"][index], batch["resets"][index],
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["recurrent"] = {
+            "states": self._states.cpu().clone(),
+            "sequence_states": self._sequence_states.cpu().clone(),
+            "seqs": self._seqs,
+        }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        recurrent = state["recurrent"]
+        self._states = recurrent["states"].to(self.device)
+        self._sequence_states = recurrent["sequence_states"].to(self.device)
+        self._seqs = int(recurrent["seqs"])

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import AlgorithmConfig
+from .config import AlgorithmConfig, RecurrentAlgorithmConfig
 from .imports import dotted_path, import_dotted_path
 
 FORMAT = "rl8lite-checkpoint"
@@ -64,7 +64,7 @@ def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
     return plain
 
 
-def config_from_plain(plain: dict[str, Any]) -> AlgorithmConfig:
+def config_from_plain(plain: dict[str, Any], *, recurrent: bool = False) -> AlgorithmConfig:
     """Inverse of :func:`config_to_plain` (imports the dotted paths)."""
     values = dict(plain)
     for name in _CLASS_FIELDS:
@@ -73,7 +73,7 @@ def config_from_plain(plain: dict[str, Any]) -> AlgorithmConfig:
     for name in ("lr_schedule", "entropy_coeff_schedule"):
         if values.get(name) is not None:
             values[name] = [tuple(item) for item in values[name]]
-    return AlgorithmConfig(**values)
+    return (RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)(**values)
 
 
 def capture_rng() -> dict[str, Any]:

@@ -262,9 +262,46 @@ def _check_float(
         raise ConfigError(f"{name} must be in {interval}{suffix}, received {value}")
 
 
-def config_fields() -> list[str]:
-    """Names of every :class:`AlgorithmConfig` field."""
-    return [f.name for f in dataclasses.fields(AlgorithmConfig)]
+def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:
+    """Names of every field of ``config_cls`` (default :class:`AlgorithmConfig`)."""
+    return [f.name for f in dataclasses.fields(config_cls or AlgorithmConfig)]
 
 
-__all__ = ["AlgorithmConfig", "ConfigError", "config_fields", "resolve_device"]
+__all__ = ["AlgorithmConfig", "ConfigError", "RecurrentAlgorithmConfig", "config_fields", "resolve_device"]
+
+
+@dataclass
+class RecurrentAlgorithmConfig(AlgorithmConfig):
+    """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences).
+
+    ``sgd_minibatch_size`` and ``update_chunk_size`` still count time steps and
+    must hold whole sequences (multiples of ``seq_len``).
+    """
+
+    #: Time steps per sequence of truncated backpropagation through time (``>= 1``,
+    #: a factor of ``horizon``).
+    seq_len: int = 4
+    #: Reset the recurrent states every this many sequences (``> 0``), or only at env
+    #: resets (``< 0``); states are also reset per copy whenever its episode ends.
+    seqs_per_state_reset: int = 8
+
+    def validate(self) -> RecurrentAlgorithmConfig:
+        super().validate()
+        _check_int(self, "seq_len", minimum=1)
+        _check_int(self, "seqs_per_state_reset")
+        if self.seqs_per_state_reset == 0:
+            raise ConfigError("seqs_per_state_reset must be > 0 or < 0, received 0")
+        if self.horizon % self.seq_len:
+            raise ConfigError(f"seq_len={self.seq_len} must be a factor of horizon={self.horizon}")
+        for name in ("sgd_minibatch_size", "update_chunk_size"):
+            value = getattr(self, name)
+            if value is not None and value % self.seq_len:
+                raise ConfigError(
+                    f"{name}={value} must be a multiple of seq_len={self.seq_len} (whole sequences)"
+                )
+        return self
+
+    def build(self, env_cls: type[Env], /) -> Algorithm:
+        from .algorithm import RecurrentAlgorithm
+
+        return RecurrentAlgorithm(env_cls, self)

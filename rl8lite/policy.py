@@ -10,7 +10,7 @@ from torch import nn
 
 from .data import DataKeys
 from .distributions import Distribution
-from .models import Model
+from .models import Model, RecurrentModel
 from .specs import Spec
 
 
@@ -61,6 +61,47 @@ class Policy(nn.Module):
     def values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         """Value estimates ``[B, 1]``."""
         return self.model(obs)[1]
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the model carries a state from one time step to the next."""
+        return isinstance(self.model, RecurrentModel)
+
+    def act_recurrent(
+        self, obs: torch.Tensor | TensorDict, states: torch.Tensor, *, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(actions, logp, values, next_states)`` for one time step of a recurrent model."""
+        features, values, next_states = self.model(obs, states)
+        dist = self.distribution(features, obs)
+        if deterministic:
+            actions = dist.deterministic_sample()
+            return actions, dist.logp(actions), values, next_states
+        actions, logp = dist.sample_with_logp()
+        return actions, logp, values, next_states
+
+    def evaluate_sequences(
+        self,
+        obs: torch.Tensor | TensorDict,
+        actions: torch.Tensor,
+        states: torch.Tensor,
+        resets: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Unroll ``[B, L]`` sequences from their initial ``states``; ``(logp, entropy, values)``
+        flattened to ``[B * L, 1]``. ``resets[:, j]`` zeroes the state before step ``j``
+        (the copy's episode ended at step ``j - 1``)."""
+        logps, entropies, values = [], [], []
+        for j in range(actions.shape[1]):
+            states = states * (~resets[:, j, None]).to(states.dtype)
+            features, value, states = self.model(obs[:, j], states)
+            dist = self.distribution(features, obs[:, j])
+            logps.append(dist.logp(actions[:, j]))
+            entropies.append(dist.entropy())
+            values.append(value)
+        return (
+            torch.stack(logps, 1).reshape(-1, 1),
+            torch.stack(entropies, 1).reshape(-1, 1),
+            torch.stack(values, 1).reshape(-1, 1),
+        )
 
     def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
         """The deterministic action (what an exported policy serves)."""

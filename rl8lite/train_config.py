@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .config import AlgorithmConfig, config_fields
+from .config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
 from .imports import import_dotted_path
 
 if TYPE_CHECKING:
@@ -77,15 +77,14 @@ class TrainConfig:
             ``"package.module:Name"``).
         algorithm_config: :class:`~rl8lite.AlgorithmConfig` fields;
             ``model_cls``, ``distribution_cls`` and ``optimizer_cls`` may be dotted paths.
-        recurrent: Build a recurrent trainer (not available yet: ``True`` raises
-            ``NotImplementedError``).
+        recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm` (``algorithm_config``
+            may then also hold ``seq_len`` and ``seqs_per_state_reset``).
 
     Raises:
         TrainConfigError: A field has the wrong type.
         UnknownFieldError: ``algorithm_config`` names an unknown field.
         ImportError: A dotted path does not import.
         ConfigError: A hyperparameter is out of range.
-        NotImplementedError: ``recurrent=True``.
 
     Examples:
         >>> from rl8lite.train_config import TrainConfig
@@ -100,17 +99,12 @@ class TrainConfig:
     env_cls: type[Env] | str
     #: :class:`~rl8lite.AlgorithmConfig` fields (a copy; dotted paths imported).
     algorithm_config: dict[str, Any] = field(default_factory=dict)
-    #: Build a recurrent trainer (not available yet).
+    #: Build a recurrent algorithm (rl8's ``recurrent``).
     recurrent: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.recurrent, bool):
             raise TrainConfigError(f"recurrent must be true or false, received {self.recurrent!r}")
-        if self.recurrent:
-            raise NotImplementedError(
-                "recurrent: true is not available yet: recurrent policies (RecurrentTrainer)"
-                " come in a later rl8lite release; remove it or set recurrent: false"
-            )
         if isinstance(self.env_cls, str):
             self.env_cls = import_dotted_path(self.env_cls, what="env_cls")
         if not callable(self.env_cls):
@@ -125,7 +119,7 @@ class TrainConfig:
                 f" {self.algorithm_config!r}"
             )
         self.algorithm_config = dict(self.algorithm_config)
-        _check_field_names(self.algorithm_config)
+        _check_field_names(self.algorithm_config, recurrent=self.recurrent)
         for name in CLASS_FIELDS:
             value = self.algorithm_config.get(name)
             if isinstance(value, str):
@@ -134,14 +128,13 @@ class TrainConfig:
         self.to_algorithm_config().validate()
 
     def to_algorithm_config(self) -> AlgorithmConfig:
-        """The :class:`~rl8lite.AlgorithmConfig` of ``algorithm_config``."""
-        return AlgorithmConfig(**self.algorithm_config)
+        """The (recurrent) :class:`~rl8lite.AlgorithmConfig` of ``algorithm_config``."""
+        config_cls = RecurrentAlgorithmConfig if self.recurrent else AlgorithmConfig
+        return config_cls(**self.algorithm_config)
 
     def build_algorithm(self) -> Algorithm:
         """The :class:`~rl8lite.Algorithm` (env, policy, buffer) of this config."""
-        from .algorithm import Algorithm
-
-        return Algorithm(self.env_cls, self.to_algorithm_config())  # type: ignore[arg-type]
+        return self.to_algorithm_config().build(self.env_cls)  # type: ignore[arg-type]
 
     def build(self, *, experiment_name: str | None = None, **trainer_options: Any) -> Trainer:
         """A :class:`~rl8lite.Trainer` of this config, logging to its own MLflow run.
@@ -222,8 +215,8 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
-def _check_field_names(values: Mapping[str, Any]) -> None:
-    names = config_fields()
+def _check_field_names(values: Mapping[str, Any], *, recurrent: bool = False) -> None:
+    names = config_fields(RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)
     unknown = [key for key in values if key not in names]
     if not unknown:
         return

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import checkpoint as ckpt
-from .algorithm import Algorithm
+from .algorithm import Algorithm, RecurrentAlgorithm
 from .conditions import Condition
 from .export import DeterministicActor, example_observation
 from .signals import SignalRequests
@@ -283,7 +283,7 @@ class Trainer:
                     if stop:
                         break
             self._report(train_stats, final=True)
-            if self.save_policy and not isinstance(self.algorithm.env.observation_spec, Composite):
+            if self.save_policy and self._policy_exportable():
                 self.log_policy()
         except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
@@ -293,6 +293,10 @@ class Trainer:
             raise
         self.tracker.end("FINISHED")
         return train_stats
+
+    def _policy_exportable(self) -> bool:
+        # Not yet: dict observations, and recurrent policies (their state in and out).
+        return not isinstance(self.algorithm.env.observation_spec, Composite) and not self.algorithm.policy.recurrent
 
     def log_policy(self, name: str = "policy") -> str:
         """Save the deterministic policy to the run as an MLflow model; return its URI.
@@ -318,6 +322,7 @@ class Trainer:
             "format": ckpt.FORMAT,
             "version": ckpt.VERSION,
             "env_cls": ckpt.dotted_path(self.algorithm.env_cls),
+            "algorithm_cls": ckpt.dotted_path(type(self.algorithm)),
             "config": ckpt.config_to_plain(self.algorithm.hparams),
             "algorithm": ckpt.to_plain(self.algorithm.state_dict(), "algorithm state"),
             "trainer": {"state": dict(self.state)},
@@ -369,12 +374,13 @@ class Trainer:
         payload = ckpt.read_checkpoint(path)
         try:
             env_cls = ckpt.import_dotted_path(payload["env_cls"])
-            config = ckpt.config_from_plain(payload["config"])
+            algorithm_cls = ckpt.import_dotted_path(payload.get("algorithm_cls", "rl8lite.algorithm.Algorithm"))
+            config = ckpt.config_from_plain(payload["config"], recurrent=issubclass(algorithm_cls, RecurrentAlgorithm))
             if device is not None:
                 config = config.replace(device=device)
         except ImportError as e:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
-        algorithm = Algorithm(env_cls, config)
+        algorithm = algorithm_cls(env_cls, config)
         algorithm.load_state_dict(payload["algorithm"])
         run = payload["run"]
         tracker = MlflowTracker(
@@ -423,3 +429,7 @@ class Trainer:
         parts = [f"step {self.state['algorithm/steps']}", f"env steps {self.state['env/steps']:,}"]
         parts += [f"{key} {stats[key]:.4g}" for key in _PROGRESS_KEYS if key in stats and stats[key] == stats[key]]
         print(" | ".join(parts), file=out or sys.stdout, flush=True)
+
+
+#: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.
+RecurrentTrainer = Trainer

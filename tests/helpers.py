@@ -163,3 +163,41 @@ class TinyModel(torch.nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = torch.tanh(self.body(obs))
         return self.features(hidden), self.value(hidden)
+
+
+class CueRecall(Env):
+    """Memory task: a cue (+-1) is shown at an episode's first step only; after
+    ``delay`` more steps the action must name it (1 for +1, 0 for -1): reward +1
+    if right, -1 if wrong, 0 at the other steps. Observations are
+    ``[cue shown now (or 0), step / delay]``, so without memory the last step looks the
+    same for either cue and the best expected return is 0."""
+
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *, config: dict[str, Any] | None = None, device: Any = "cpu") -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.delay = int(self.config.get("delay", 3))
+        self.observation_spec = Unbounded(2, device=self.device)
+        self.action_spec = Categorical(2, shape=[1], device=self.device)
+        self.cue = torch.zeros(num_envs, device=self.device)
+        self.t = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def _obs(self) -> torch.Tensor:
+        shown = torch.where(self.t == 0, self.cue, torch.zeros_like(self.cue))
+        return torch.stack([shown, self.t.float() / self.delay], dim=-1)
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        self.cue = torch.randint(0, 2, (self.num_envs,), device=self.device).float() * 2 - 1
+        self.t = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        return self._obs()
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        last = self.t == self.delay
+        right = (action[:, 0] == 1) == (self.cue > 0)
+        rewards = torch.where(last, right.float() * 2 - 1, torch.zeros_like(self.cue))[:, None]
+        self.t = torch.where(last, torch.zeros_like(self.t), self.t + 1)
+        new_cue = torch.randint(0, 2, (self.num_envs,), device=self.device).float() * 2 - 1
+        self.cue = torch.where(last, new_cue, self.cue)
+        return TensorDict(
+            {"obs": self._obs(), "rewards": rewards, "terminated": last[:, None],
+             "truncated": torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)},
+            batch_size=[self.num_envs],
+        )

@@ -126,8 +126,8 @@ BAD_FILES = {
                       "unknown algorithm_config field(s) 'horizn' (did you mean 'horizon'?)"),
     "out of range": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nalgorithm_config: {gamma: 1.5}\n",
                      "gamma must be in (0.0, 1.0], received 1.5"),
-    "recurrent": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nrecurrent: true\n",
-                  "recurrent: true is not available yet"),
+    "recurrent": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nrecurrent: true\nalgorithm_config: {horizon: 6, seq_len: 4}\n",
+                  "seq_len=4 must be a factor of horizon=6"),
 }
 
 
@@ -205,7 +205,7 @@ def test_train_config_in_python() -> None:
     assert isinstance(unknown.value, UnknownFieldError)
     with pytest.raises(ConfigError, match="horizon must be >= 1, received 0"):
         TrainConfig(DiscreteDummyEnv, {"horizon": 0})
-    with pytest.raises(NotImplementedError, match="recurrent policies"):
-        TrainConfig(DiscreteDummyEnv, recurrent=True)
+    recurrent = TrainConfig(DiscreteDummyEnv, {"num_envs": 4, "horizon": 8, "seq_len": 4}, recurrent=True)
+    assert recurrent.build_algorithm().policy.recurrent
     with pytest.raises(TrainConfigError, match="algorithm_config must be a mapping"):
         TrainConfig(DiscreteDummyEnv, [("horizon", 4)])  # type: ignore[arg-type]
