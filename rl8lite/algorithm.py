@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import tensordict
 import torch
 from tensordict import TensorDict
 
@@ -651,8 +652,6 @@ class Algorithm:
         params["optimizer_config"] = self.optimizer_config
         params["model_config"] = self.policy.model.config if hasattr(self.policy.model, "config") else hp.model_config
         params["num_parameters"] = sum(p.numel() for p in self.policy.parameters())
-        import tensordict
-
         params["versions/rl8lite"] = __version__
         params["versions/torch"] = torch.__version__
         params["versions/tensordict"] = tensordict.__version__

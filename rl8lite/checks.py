@@ -30,12 +30,12 @@ def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
         spec.assert_is_in(value, key=where, check_values=False)
     except SpecError as e:
         raise EnvOutputError(str(e)) from None
-    batch = value.batch_size if isinstance(value, TensorDict) else value.shape
-    leading = batch[:1] if isinstance(spec, Composite) else value.shape[: value.ndim - len(spec.shape)]
+    shape = value.batch_size if isinstance(value, TensorDict) else value.shape
+    leading = shape[:1] if isinstance(spec, Composite) else shape[: len(shape) - len(spec.shape)]
     if tuple(leading) != (num_envs,):
         raise EnvOutputError(
             f"{where!r}: expected a batch dimension of [{num_envs}] (num_envs) before the"
-            f" spec's shape, received shape {list(value.shape if not isinstance(value, TensorDict) else value.batch_size)}"
+            f" spec's shape, received shape {list(shape)}"
         )
 
 

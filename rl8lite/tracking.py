@@ -209,7 +209,6 @@ class MlflowTracker:
         self._pending_lock = threading.Lock()  # guards _pending
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
-        self._write_error: Exception | None = None
         active = mlflow.active_run()
         try:
             self.client = MlflowClient(self.tracking_uri)
@@ -297,9 +296,8 @@ class MlflowTracker:
             time.sleep(self.flush_interval_s)
             try:
                 self._write_pending()
-                self._write_error = None
-            except Exception as e:  # noqa: BLE001 - kept and retried next time; flush()/end() raise
-                self._write_error = e
+            except Exception:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
+                pass
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -343,7 +341,6 @@ class MlflowTracker:
         still fails now.
         """
         self._write_pending()
-        self._write_error = None
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED).
