@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
-from .export import DeterministicActor, example_observation
-from .tracking import MlflowTracker, TrackingError, save_model
+from .export import ExportError, export_policy
+from .tracking import MlflowTracker, TrackingError, save_policy_model
 from .train_config import TrainConfig
 from .trainer import Trainer, check_run_arguments
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 #: Errors that mean "the command, its config or its env is wrong": one line, status 2.
 _SETUP_ERRORS = (
-    OSError, ImportError, ValueError, EnvConfigError, NotImplementedError, TrackingError
+    OSError, ImportError, ValueError, EnvConfigError, NotImplementedError, TrackingError, ExportError
 )
 
 _EPILOG = """\
@@ -137,7 +138,8 @@ def _train(args: argparse.Namespace) -> int:
         if args.save is not None:
             if args.save.exists() and (not args.save.is_dir() or any(args.save.iterdir())):
                 return _error(f"--save {args.save}: already exists and is not an empty folder")
-            example_observation(algorithm.env.observation_spec)  # unsupported specs fail now
+            with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
+                export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
         algorithm.validate()
         trainer = Trainer(
             algorithm, experiment_name=args.experiment_name, progress=not args.no_progress
@@ -170,13 +172,9 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def save_policy(algorithm: Algorithm, path: str | Path) -> None:
-    """Save ``algorithm``'s deterministic policy as an MLflow model (``pt2``) in folder ``path``.
+    """Save ``algorithm``'s policy as an MLflow model in folder ``path``.
 
     ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations to actions. Requirements are passed explicitly (inferring them costs seconds).
+    observations to deterministic actions (see :meth:`rl8lite.Trainer.log_policy`).
     """
-    save_model(
-        DeterministicActor(algorithm.policy),
-        example_observation(algorithm.env.observation_spec),
-        path,
-    )
+    save_policy_model(algorithm.policy, algorithm.env.observation_spec, path)

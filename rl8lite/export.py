@@ -1,36 +1,164 @@
-"""The trained policy as a plain, deterministic torch module (what an MLflow model serves)."""
+"""The trained policy as a ``torch.export`` program that needs neither rl8lite nor the env.
+
+:func:`export_policy` writes two files into a folder: ``policy.pt2`` (the program)
+and ``io.json`` (its inputs and outputs, by name). ``rl8lite/_pyfunc_policy.py``
+serves them as an MLflow model; :mod:`rl8lite.tracking` packs the three together.
+
+The program's inputs are the observation's leaves as separate tensors (one for a
+vector observation; one per key of a dict observation, nested keys joined by
+``"."``), then for a recurrent policy its state ``[B, state_size]``, then a bool
+scalar ``deterministic``. It returns the actions, and for a recurrent policy the
+next state as well.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
-import numpy as np
 import torch
+from tensordict import TensorDict
 from torch import nn
 
 from .policy import Policy
 from .specs import Composite, Spec
 
+#: Name of the recurrent state among the served model's inputs and outputs.
+STATE_KEY = "recurrent_state"
+#: Name of the actions among a recurrent model's outputs.
+ACTIONS_KEY = "actions"
+#: Name of a vector observation among a recurrent model's inputs.
+OBS_KEY = "obs"
+PROGRAM_FILE = "policy.pt2"
+IO_FILE = "io.json"
+IO_FORMAT = "rl8lite-policy"
+IO_VERSION = 1
 
-class DeterministicActor(nn.Module):
-    """Observations in, the policy's most likely (mean) actions out; CPU, eval mode."""
 
-    def __init__(self, policy: Policy) -> None:
+class ExportError(RuntimeError):
+    """The policy's model could not be exported (``torch.export`` refused it)."""
+
+
+def observation_leaves(spec: Spec) -> list[tuple[str, Spec]]:
+    """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``."""
+    if not isinstance(spec, Composite):
+        return [("", spec)]
+    leaves = []
+    for key in spec:
+        leaves.extend((f"{key}.{sub}" if sub else key, leaf) for sub, leaf in observation_leaves(spec[key]))
+    return leaves
+
+
+class PolicyProgram(nn.Module):
+    """The policy on CPU in eval mode, with flat tensor inputs (see the module docstring)."""
+
+    def __init__(self, policy: Policy, observation_spec: Spec) -> None:
         super().__init__()
         self.policy = copy.deepcopy(policy).cpu().eval()
         # The spec is no module buffer: move its bound tensors too, or a CUDA-trained
         # policy would export cuda constants.
         self.policy.action_spec = policy.action_spec.to("cpu")
+        self.composite = isinstance(observation_spec, Composite)
+        self.keys = [name for name, _ in observation_leaves(observation_spec)]
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return self.policy.act(obs, deterministic=True)[0]
+    def _observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor | TensorDict:
+        if not self.composite:
+            return leaves[0]
+        obs = TensorDict({}, batch_size=[leaves[0].shape[0]])
+        for key, value in zip(self.keys, leaves):
+            obs.set(tuple(key.split(".")), value)
+        return obs
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        *tensors, deterministic = inputs
+        obs = self._observation(tensors[: len(self.keys)])
+        if self.policy.recurrent:
+            features, _, next_states = self.policy.model(obs, tensors[-1])
+        else:
+            features, _ = self.policy.model(obs)
+        dist = self.policy.distribution(features, obs)
+        # Both actions are computed so that one program serves either choice.
+        actions = torch.where(deterministic, dist.deterministic_sample(), dist.sample_with_logp()[0])
+        return (actions, next_states) if self.policy.recurrent else actions
 
 
-def example_observation(spec: Spec, batch_size: int = 2) -> np.ndarray:
-    """A zero observation batch for ``spec``, as numpy (MLflow's ``input_example``)."""
-    if isinstance(spec, Composite):
-        raise NotImplementedError(
-            "Saving a policy over dict (Composite) observations as an MLflow model is not"
-            " supported yet; save policy.state_dict() with torch.save instead."
-        )
-    return spec.to("cpu").zero([batch_size]).numpy()
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _example_inputs(program: PolicyProgram, observation_spec: Spec, batch_size: int) -> list[torch.Tensor]:
+    leaves = [leaf.to("cpu").zero([batch_size]) for _, leaf in observation_leaves(observation_spec)]
+    if program.policy.recurrent:
+        leaves.append(program.policy.model.init_states(batch_size, torch.device("cpu")))
+    return leaves
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[io.StringIO]:
+    """Hold back what torch.export prints (a partial graph on failure, guard warnings)."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as captured:
+            yield captured
+    finally:
+        logger.setLevel(level)
+
+
+def _export_failure(model_name: str, error: Exception, printed: str) -> str:
+    """One line: the model, the user code torch.export stopped at (if it printed it), why."""
+    reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed)
+    at = f" at {Path(where[-1][0]).name}:{where[-1][1]} ({where[-1][2].strip()})" if where else ""
+    return f"torch.export could not export {model_name}{at}: {type(error).__name__}: {reason}"
+
+
+def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
+    """Export ``policy`` with ``torch.export`` into ``folder``; return the I/O description.
+
+    Raises:
+        ExportError: ``torch.export`` could not trace the model (its message is kept).
+    """
+    program = PolicyProgram(policy, observation_spec)
+    names = [name or OBS_KEY for name, _ in observation_leaves(observation_spec)]
+    if program.policy.recurrent:
+        if STATE_KEY in names:
+            raise ExportError(f"an observation entry is named {STATE_KEY!r}, the recurrent state's name")
+        names.append(STATE_KEY)
+    example = _example_inputs(program, observation_spec, batch_size=2)
+    batch = torch.export.Dim("batch", min=1)
+    # forward(*inputs) has one (variadic) argument: its shapes are one tuple.
+    dynamic_shapes = [{0: batch} for _ in example] + [None]
+    try:
+        with torch.no_grad(), _quiet_torch() as chatter:
+            exported = torch.export.export(
+                program, (*example, torch.tensor(True)), dynamic_shapes=(tuple(dynamic_shapes),)
+            )
+            outputs = program(*example, torch.tensor(True))
+    except Exception as e:  # torch.export raises many types; the message says why
+        raise ExportError(_export_failure(type(policy.model).__name__, e, chatter.getvalue())) from e
+    actions = outputs[0] if program.policy.recurrent else outputs
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.export.save(exported, folder / PROGRAM_FILE)
+    description = {
+        "format": IO_FORMAT,
+        "version": IO_VERSION,
+        "inputs": [
+            {"name": name, "dtype": _dtype_name(t.dtype), "shape": list(t.shape[1:])}
+            for name, t in zip(names, example)
+        ],
+        "named_inputs": program.composite or program.policy.recurrent,
+        "recurrent": program.policy.recurrent,
+        "actions": {"dtype": _dtype_name(actions.dtype), "shape": list(actions.shape[1:])},
+    }
+    (folder / IO_FILE).write_text(json.dumps(description, indent=2))
+    return description

@@ -29,12 +29,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import mlflow
-import mlflow.pytorch
+import mlflow.pyfunc
 import numpy as np
 import torch
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
+from mlflow.models import ModelSignature
+from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
+
+from .export import IO_FILE, PROGRAM_FILE, STATE_KEY, export_policy
+from .policy import Policy
+from .specs import Spec
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -52,7 +58,7 @@ class Tracker(Protocol):
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
 
-    def log_model(self, module: torch.nn.Module, input_example: np.ndarray, name: str) -> str: ...
+    def log_policy(self, policy: Policy, observation_spec: Spec, name: str) -> str: ...
 
     def flush(self) -> None: ...
 
@@ -117,20 +123,51 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
     return Path(client.download_artifacts(run_id, artifact, str(destination)))
 
 
-def save_model(module: torch.nn.Module, input_example: np.ndarray, path: str | Path) -> None:
-    """Save ``module`` as an MLflow pytorch model (``pt2``) in folder ``path``.
+def save_policy_model(policy: Policy, observation_spec: Spec, path: str | Path) -> None:
+    """Save ``policy`` as an MLflow model in folder ``path`` (see ``rl8lite/_pyfunc_policy.py``).
 
     ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations to outputs. Requirements are passed explicitly (inferring them
+    observations (or a dict of them) to actions. Loading needs torch, numpy and
+    mlflow, not rl8lite. Requirements are passed explicitly (inferring them
     costs seconds).
+
+    Raises:
+        ExportError: ``torch.export`` could not export the policy's model.
     """
-    requirements = [f"torch=={torch.__version__.split('+')[0]}", f"numpy=={np.__version__}"]
-    mlflow.pytorch.save_model(
-        module,
-        str(path),
-        input_example=input_example,
-        pip_requirements=requirements,
-        serialization_format="pt2",
+    requirements = [
+        f"mlflow=={mlflow.__version__}",
+        f"torch=={torch.__version__.split('+')[0]}",
+        f"numpy=={np.__version__}",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        io = export_policy(policy, observation_spec, tmp)
+        mlflow.pyfunc.save_model(
+            str(path),
+            python_model=str(Path(__file__).with_name("_pyfunc_policy.py")),
+            artifacts={"program": str(Path(tmp, PROGRAM_FILE)), "io": str(Path(tmp, IO_FILE))},
+            signature=_policy_signature(io),
+            input_example=_policy_input_example(io),
+            pip_requirements=requirements,
+        )
+
+
+def _policy_input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
+    example = {spec["name"]: np.zeros((2, *spec["shape"]), dtype=spec["dtype"]) for spec in io["inputs"]}
+    return example if io["named_inputs"] else next(iter(example.values()))
+
+
+def _policy_signature(io: dict[str, Any]) -> ModelSignature:
+    def tensor(spec: dict[str, Any], name: str | None) -> TensorSpec:
+        return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
+
+    inputs = [tensor(spec, spec["name"] if io["named_inputs"] else None) for spec in io["inputs"]]
+    outputs = [tensor(io["actions"], "actions" if io["recurrent"] else None)]
+    if io["recurrent"]:
+        outputs.append(tensor(io["inputs"][-1], STATE_KEY))
+    return ModelSignature(
+        inputs=Schema(inputs),
+        outputs=Schema(outputs),
+        params=ParamSchema([ParamSpec("deterministic", "boolean", True)]),
     )
 
 
@@ -311,15 +348,15 @@ class MlflowTracker:
                     self._pending[:0] = pending
                 raise
 
-    def log_model(self, module: torch.nn.Module, input_example: np.ndarray, name: str = "policy") -> str:
-        """Save ``module`` as an MLflow model under the run's artifacts (see :func:`save_model`).
+    def log_policy(self, policy: Policy, observation_spec: Spec, name: str = "policy") -> str:
+        """Save ``policy`` as an MLflow model in the run's artifacts (see :func:`save_policy_model`).
 
         Returns its URI, ``runs:/<run id>/<name>``, which ``mlflow.pyfunc.load_model`` serves.
         """
         self._reopen()
         with tempfile.TemporaryDirectory() as tmp:
             path = f"{tmp}/{name}"
-            save_model(module, input_example, path)
+            save_policy_model(policy, observation_spec, path)
             self.client.log_artifacts(self.run_id, path, artifact_path=name)
         return f"runs:/{self.run_id}/{name}"
 

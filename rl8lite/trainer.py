@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,9 +18,8 @@ from typing import Any, TextIO
 from . import checkpoint as ckpt
 from .algorithm import Algorithm, RecurrentAlgorithm
 from .conditions import Condition
-from .export import DeterministicActor, example_observation
+from .export import ExportError
 from .signals import SignalRequests
-from .specs import Composite
 from .tracking import (
     MlflowTracker,
     Tracker,
@@ -283,8 +283,8 @@ class Trainer:
                     if stop:
                         break
             self._report(train_stats, final=True)
-            if self.save_policy and self._policy_exportable():
-                self.log_policy()
+            if self.save_policy:
+                self._save_policy_or_warn()
         except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
             raise
@@ -294,19 +294,28 @@ class Trainer:
         self.tracker.end("FINISHED")
         return train_stats
 
-    def _policy_exportable(self) -> bool:
-        # Not yet: dict observations, and recurrent policies (their state in and out).
-        return not isinstance(self.algorithm.env.observation_spec, Composite) and not self.algorithm.policy.recurrent
+    def _save_policy_or_warn(self) -> None:
+        # Training succeeded: a model torch.export cannot trace must not fail the run
+        # (the checkpoint still holds the weights).
+        try:
+            self.log_policy()
+        except ExportError as e:
+            warnings.warn(f"the policy was not saved as an MLflow model: {e}", RuntimeWarning, stacklevel=3)
 
     def log_policy(self, name: str = "policy") -> str:
-        """Save the deterministic policy to the run as an MLflow model; return its URI.
+        """Save the policy to the run as an MLflow model; return its URI.
+
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic
+        actions for a numpy batch of observations (a dict of arrays for dict
+        observations); pass ``params={"deterministic": False}`` to sample.
+        Recurrent policies take and return ``"recurrent_state"`` (see
+        ``rl8lite/_pyfunc_policy.py``). Loading needs no rl8lite.
 
         Examples:
             >>> uri = trainer.log_policy()  # doctest: +SKIP
             >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
         """
-        spec = self.algorithm.env.observation_spec
-        return self.tracker.log_model(DeterministicActor(self.algorithm.policy), example_observation(spec), name)
+        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec, name)
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:

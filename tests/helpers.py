@@ -104,7 +104,7 @@ class MemoryTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.metrics.append((step, dict(metrics)))
 
-    def log_model(self, module: Any, input_example: Any, name: str = "policy") -> str:
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy") -> str:
         return f"memory://{name}"
 
     def flush(self) -> None:
