@@ -23,6 +23,7 @@ Usage:
     python benchmarks/throughput.py                   # 8, 256, 1024, 4096 envs
     python benchmarks/throughput.py --envs 8 256 --repeats 3 --json out.json
     python benchmarks/throughput.py --compare-rl8 --envs 8 1024 4096
+    python benchmarks/throughput.py --compare-rl8 --compile --update-chunk-size 4096
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def bench(num_envs: int, repeats: int, iterations: int) -> dict[str, Any]:
+def bench(num_envs: int, repeats: int, iterations: int, options: dict[str, Any]) -> dict[str, Any]:
     horizon = CONFIG["horizon"]
-    algo = Algorithm(CartPole, num_envs=num_envs, seed=0, **CONFIG)
+    algo = Algorithm(CartPole, num_envs=num_envs, seed=0, **{**CONFIG, **options})
     bare = BareLoop(num_envs, horizon, CONFIG["model_config"]["hiddens"], CONFIG["num_sgd_iters"])
     steps = num_envs * horizon * iterations
 
@@ -220,7 +221,7 @@ def rl8_python() -> Path:
     return python
 
 
-def compare_rl8(envs: list[int], repeats: int, threads: int) -> list[dict[str, Any]]:
+def compare_rl8(envs: list[int], repeats: int, threads: int, options: dict[str, Any]) -> list[dict[str, Any]]:
     sys.path.insert(0, str(Path(__file__).parent))
     from rl8_cartpole import RL8CartPole
 
@@ -240,7 +241,7 @@ def compare_rl8(envs: list[int], repeats: int, threads: int) -> list[dict[str, A
         for num_envs in envs:
             iterations = max(1, 256 // num_envs)
             steps = num_envs * RL8_DEFAULTS["horizon"] * iterations
-            algo = Algorithm(RL8CartPole, num_envs=num_envs, seed=0, **RL8_DEFAULTS)
+            algo = Algorithm(RL8CartPole, num_envs=num_envs, seed=0, **{**RL8_DEFAULTS, **options})
 
             def ours() -> None:
                 for _ in range(iterations):
@@ -279,19 +280,26 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--compare-rl8", action="store_true",
                         help="time rl8 1.0.0 against rl8lite (full iterations, rl8's CartPole and defaults)")
+    parser.add_argument("--compile", action="store_true", help="rl8lite with compile=True")
+    parser.add_argument("--update-chunk-size", type=int, default=None,
+                        help="rl8lite's update_chunk_size (default: the library's, 8192)")
     args = parser.parse_args()
+    # Options that change speed, never the math of the update.
+    options: dict[str, Any] = {"compile": args.compile}
+    if args.update_chunk_size is not None:
+        options["update_chunk_size"] = args.update_chunk_size
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.compare_rl8:
         print(f"rl8's CartPole example, rl8's defaults (horizon 32, 4 whole-buffer passes, 2x256 MLPs),"
-              f" full iterations, {args.threads} torch thread(s), {args.repeats} interleaved repeats\n")
+              f" full iterations, {args.threads} torch thread(s), {args.repeats} interleaved repeats, rl8lite options {options}\n")
         header = f"{'envs':>6} | {'rl8lite steps/s':>26} | {'rl8 steps/s':>26} | {'ratio rl8lite/rl8':>18}"
         print(header)
         print("-" * len(header))
-        rows = compare_rl8(args.envs, args.repeats, args.threads)
+        rows = compare_rl8(args.envs, args.repeats, args.threads, options)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"mode": "compare-rl8", "config": RL8_DEFAULTS, "threads": args.threads,
+                json.dump({"mode": "compare-rl8", "config": RL8_DEFAULTS, "options": options, "threads": args.threads,
                            "results": rows}, f, indent=2)
         return
     rows = []
@@ -302,7 +310,7 @@ def main() -> None:
     print("-" * len(header))
     for num_envs in args.envs:
         iterations = max(1, 256 // num_envs)  # >= 256 env steps per timed call, kept short
-        result = bench(num_envs, args.repeats, iterations)
+        result = bench(num_envs, args.repeats, iterations, options)
         rows.append(result)
         for phase in ("collect", "full"):
             r = result[phase]
@@ -312,7 +320,7 @@ def main() -> None:
                   f" {ratio['min']:.2f} {ratio['median']:.2f} {ratio['max']:.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": CONFIG, "threads": args.threads, "results": rows}, f, indent=2)
+            json.dump({"config": CONFIG, "options": options, "threads": args.threads, "results": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

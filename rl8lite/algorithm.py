@@ -27,7 +27,7 @@ from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig, reso
 from .data import DataKeys
 from .distributions import Normal, default_distribution_cls
 from .env import Env
-from .losses import ppo_losses
+from .losses import PPOLosses, ppo_losses
 from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
 from .models import DefaultModel, DefaultRecurrentModel, Model
 from .policy import Policy
@@ -125,6 +125,10 @@ class Algorithm:
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         self.buffer = self._allocate_buffer()
+        self._act = torch.compile(self.policy.act) if config.compile else self.policy.act
+        self._chunk_losses = (
+            torch.compile(self._chunk_losses_eager) if config.compile else self._chunk_losses_eager
+        )
         try:
             self.optimizer = config.optimizer_cls(self.policy.parameters(), **self.optimizer_config)
         except (TypeError, ValueError) as e:
@@ -249,7 +253,7 @@ class Algorithm:
                     if recurrent:
                         actions, logp, values = self._act_recurrent(obs, t, deterministic)
                     else:
-                        actions, logp, values = self.policy.act(obs, deterministic=deterministic)
+                        actions, logp, values = self._act(obs, deterministic=deterministic)
                     if not self._checked_actions:
                         check_actions(actions, self.env.action_spec, n)
                         self._checked_actions = True
@@ -453,7 +457,8 @@ class Algorithm:
         size = hp.num_envs * hp.horizon // unit
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
         chunk = max(1, (hp.update_chunk_size or minibatch * unit) // unit)
-        entropy_coeff = self.entropy_scheduler.coeff
+        # A tensor, so that a compiled loss is not recompiled when the schedule moves it.
+        entropy_coeff = torch.tensor(self.entropy_scheduler.coeff, device=self.device)
         sums = torch.zeros(7, device=self.device, dtype=torch.float64)
         grad_norms: list[torch.Tensor] = []
         passes = 0
@@ -472,22 +477,7 @@ class Algorithm:
                 for c_start in range(mb_start, mb_start + mb_size, chunk):
                     c_end = min(c_start + chunk, mb_start + mb_size)
                     index = order[c_start:c_end] if order is not None else slice(c_start, c_end)
-                    with self._autocast():
-                        logp, entropy, values = self._evaluate(batch, index)
-                        losses = ppo_losses(
-                            logp=logp.float(),
-                            old_logp=batch[DataKeys.LOGP][index].reshape(-1, 1),
-                            advantages=batch[DataKeys.ADVANTAGES][index].reshape(-1, 1),
-                            values=values.float(),
-                            old_values=batch[DataKeys.VALUES][index].reshape(-1, 1),
-                            returns=batch[DataKeys.RETURNS][index].reshape(-1, 1),
-                            entropy=entropy.float(),
-                            clip_param=hp.clip_param,
-                            dual_clip_param=hp.dual_clip_param,
-                            vf_clip_param=hp.vf_clip_param,
-                            vf_coeff=hp.vf_coeff,
-                            entropy_coeff=entropy_coeff,
-                        )
+                    losses = self._chunk_losses({key: value[index] for key, value in batch.items()}, entropy_coeff)
                     weight = (c_end - c_start) / denominator
                     loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * weight)
@@ -529,9 +519,29 @@ class Algorithm:
         rows = x.shape[0] * x.shape[1]
         return x.reshape(rows) if isinstance(x, TensorDict) else x.reshape(rows, *x.shape[2:])
 
-    def _evaluate(self, batch: dict[str, Any], index: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(logp, entropy, values)`` ``[samples, 1]`` of the batch rows ``index`` under the current policy."""
-        return self.policy.evaluate(batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index])
+    def _evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk of update units under the current policy."""
+        return self.policy.evaluate(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS])
+
+    def _chunk_losses_eager(self, chunk: dict[str, Any], entropy_coeff: torch.Tensor) -> PPOLosses:
+        """The PPO losses of one chunk (what ``compile=True`` compiles, forward and backward)."""
+        hp = self.hparams
+        with self._autocast():
+            logp, entropy, values = self._evaluate(chunk)
+            return ppo_losses(
+                logp=logp.float(),
+                old_logp=chunk[DataKeys.LOGP].reshape(-1, 1),
+                advantages=chunk[DataKeys.ADVANTAGES].reshape(-1, 1),
+                values=values.float(),
+                old_values=chunk[DataKeys.VALUES].reshape(-1, 1),
+                returns=chunk[DataKeys.RETURNS].reshape(-1, 1),
+                entropy=entropy.float(),
+                clip_param=hp.clip_param,
+                dual_clip_param=hp.dual_clip_param,
+                vf_clip_param=hp.vf_clip_param,
+                vf_coeff=hp.vf_coeff,
+                entropy_coeff=entropy_coeff,
+            )
 
     def _backward(self, loss: torch.Tensor) -> None:
         if self.grad_scaler is not None:
@@ -782,10 +792,9 @@ class RecurrentAlgorithm(Algorithm):
         states = self._sequence_states.reshape(-1, self._sequence_states.shape[-1])
         return {"states": states, "resets": resets}
 
-    def _evaluate(self, batch: dict[str, Any], index: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.policy.evaluate_sequences(
-            batch[DataKeys.OBS][index], batch[DataKeys.ACTIONS][index],
-            batch["states"][index], batch["resets"][index],
+            chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS], chunk["states"], chunk["resets"]
         )
 
     def state_dict(self) -> dict[str, Any]:

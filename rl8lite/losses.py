@@ -31,7 +31,7 @@ def ppo_losses(
     dual_clip_param: float | None = None,
     vf_clip_param: float | None = None,
     vf_coeff: float = 1.0,
-    entropy_coeff: float = 0.0,
+    entropy_coeff: float | torch.Tensor = 0.0,
 ) -> PPOLosses:
     """Proximal Policy Optimization loss (Schulman et al. 2017, arXiv:1707.06347).
 
