@@ -1,0 +1,112 @@
+"""Peak memory of training against what it must hold: buffer + model + optimizer state.
+
+For each env count, a fresh process builds ``Algorithm(CartPole, ...)`` at
+rl8's defaults (as ``throughput.py``) and runs 3 collect + update iterations.
+The peak is the growth of the process's resident-set high-water mark
+(``VmHWM``, reset through ``/proc/self/clear_refs`` after imports) over its
+size before the algorithm was built; the "held" sum is
+``Algorithm.memory_stats()``'s buffer + model + optimizer bytes. Besides those,
+an update holds the activations of one chunk (``update_chunk_size`` samples)
+for its backward pass, which is the rest of the peak.
+
+Linux only (reads ``/proc/self/status``).
+
+Usage:
+    python benchmarks/memory.py                          # 8, 256, 1024, 4096, 16384 envs
+    python benchmarks/memory.py --envs 4096 --update-chunk-size 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+
+
+def resident_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def measure(num_envs: int, chunk: int | None) -> dict[str, Any]:
+    """Runs in its own process (see ``main``)."""
+    import torch
+
+    from rl8lite import Algorithm
+    from rl8lite.examples import CartPole
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from throughput import CONFIG
+
+    torch.set_num_threads(1)
+    options = {} if chunk is None else {"update_chunk_size": chunk}
+    # Page in the code and lazily built kernels first, so that only data is counted.
+    warm = Algorithm(CartPole, num_envs=8, seed=0, **CONFIG)
+    warm.collect()
+    warm.step()
+    del warm
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current VmRSS
+    before = resident_kib("VmRSS")
+    algo = Algorithm(CartPole, num_envs=num_envs, seed=0, **{**CONFIG, **options})
+    for _ in range(3):
+        algo.collect()
+        algo.step()
+    peak = (resident_kib("VmHWM") - before) * 1024
+    stats = algo.memory_stats()
+    held = stats["memory/buffer_bytes"] + stats["memory/model_bytes"] + stats["memory/optimizer_bytes"]
+    steps = num_envs * (algo.hparams.horizon + 1)
+    return {
+        "num_envs": num_envs, "update_chunk_size": algo.hparams.update_chunk_size,
+        "buffer_bytes": stats["memory/buffer_bytes"], "model_bytes": stats["memory/model_bytes"],
+        "optimizer_bytes": stats["memory/optimizer_bytes"], "held_bytes": held, "peak_bytes": peak,
+        "peak_over_held": peak / held, "buffer_bytes_per_env_step": stats["memory/buffer_bytes"] / steps,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 256, 1024, 4096, 16384])
+    parser.add_argument("--update-chunk-size", type=int, default=None)
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        print(json.dumps(measure(args.worker, args.update_chunk_size)))
+        return
+    print("CartPole at rl8's defaults (2x256 MLPs, horizon 32), 3 iterations; MiB\n")
+    header = (f"{'envs':>6} | {'chunk':>6} | {'buffer':>8} {'model':>6} {'optim':>6} {'held':>8} | {'peak':>8}"
+              f" {'peak/held':>9} | {'buffer B/env/step':>17}")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for num_envs in args.envs:
+        command = [sys.executable, __file__, "--worker", str(num_envs)]
+        if args.update_chunk_size is not None:
+            command += ["--update-chunk-size", str(args.update_chunk_size)]
+        # glibc keeps freed blocks below its (self-raising) mmap threshold in the heap,
+        # where the high-water mark would count them twice: return large blocks at once.
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        print(f"{num_envs:>6} | {r['update_chunk_size']:>6} | {r['buffer_bytes'] / MIB:>8.1f}"
+              f" {r['model_bytes'] / MIB:>6.2f} {r['optimizer_bytes'] / MIB:>6.2f} {r['held_bytes'] / MIB:>8.1f} |"
+              f" {r['peak_bytes'] / MIB:>8.1f} {r['peak_over_held']:>9.2f} | {r['buffer_bytes_per_env_step']:>17.0f}",
+              flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
