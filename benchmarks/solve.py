@@ -23,6 +23,7 @@ Usage:
     python benchmarks/solve.py                          # CartPole and Pendulum, seeds 0 1 2
     python benchmarks/solve.py --envs cartpole --seeds 0 1 2 3 --json out.json
     python benchmarks/solve.py --no-sb3                 # skip SB3 even if installed
+    python benchmarks/solve.py --envs rl8-cartpole --rl8 # rl8's example; --rl8 adds rl8 itself (~25 min)
 """
 
 from __future__ import annotations
@@ -33,23 +34,37 @@ import math
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from rl8lite import Algorithm
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.examples.configs import CARTPOLE, PENDULUM
+from rl8lite.examples.configs import CARTPOLE, PENDULUM, RL8_CARTPOLE
+
+sys.path.insert(0, str(Path(__file__).parent))
+from rl8_cartpole import RL8CartPole  # noqa: E402
 
 ENVS: dict[str, dict[str, Any]] = {
     "cartpole": {"env_cls": CartPole, "config": CARTPOLE, "threshold": 475.0,
                  "max_steps": 500_000},
     "pendulum": {"env_cls": Pendulum, "config": PENDULUM, "threshold": -200.0,
                  "max_steps": 2_000_000},
+    # rl8's own example: never terminates, so "solved" is rl8's training metric
+    # (returns/mean: the mean over copies of the rewards summed over one 64-step
+    # collect from a fresh reset) reaching the level where rl8 levels off.
+    "rl8-cartpole": {"env_cls": RL8CartPole, "config": RL8_CARTPOLE, "threshold": -11.8,
+                     "max_steps": 100_000_000, "metric": "returns/mean"},
 }
+
+#: rl8 1.0.0 on its CartPole example: its defaults (8192 envs) and horizon 64, 40 steps.
+RL8_SOLVE_STEPS = 40
 
 #: rl-zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
 SB3_CARTPOLE: dict[str, Any] = {
@@ -89,9 +104,9 @@ class WindowMean:
 
 def solve_rl8lite(
     env_cls: type, config: dict[str, Any], seed: int, threshold: float, max_steps: int,
-    window: int,
+    window: int, metric: str | None = None,
 ) -> dict[str, Any]:
-    """Train until the window mean reaches ``threshold``; steps, seconds, final mean."""
+    """Train until the window mean (or ``metric`` of a collect) reaches ``threshold``."""
     start = time.perf_counter()
     algo = Algorithm(env_cls, seed=seed, device="cpu", **config)
     meter = WindowMean(window)
@@ -100,13 +115,38 @@ def solve_rl8lite(
         stats = algo.collect()
         steps += int(stats["env/steps"])
         count = stats.get("episodes/count", 0.0)
-        mean = meter.add(count, stats["episodes/return_mean"] * count if count else 0.0)
+        if metric is not None:
+            mean = stats[metric]
+        else:
+            mean = meter.add(count, stats["episodes/return_mean"] * count if count else 0.0)
         if mean >= threshold:
             return {"solved": True, "env_steps": steps, "seconds": time.perf_counter() - start,
                     "window_mean": mean}
         algo.step()
     return {"solved": False, "env_steps": steps, "seconds": time.perf_counter() - start,
             "window_mean": mean}
+
+
+def solve_rl8(seed: int, threshold: float, threads: int) -> dict[str, Any]:
+    """rl8 1.0.0 on its CartPole example in its own venv (see throughput.py), same rule."""
+    from throughput import rl8_python
+
+    worker = Path(__file__).parent / "_rl8_solve_worker.py"
+    command = [str(rl8_python()), str(worker), str(threads), str(RL8_SOLVE_STEPS), str(seed)]
+    history = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            history.append(json.loads(line))
+            print(f"  rl8 step {history[-1]['step']:>2}: returns/mean {history[-1]['returns/mean']:.2f}"
+                  f" at {history[-1]['seconds']:.0f} s", flush=True)
+    if process.returncode:
+        raise RuntimeError(f"rl8's worker failed with status {process.returncode}")
+    hit = next((h for h in history if h["returns/mean"] >= threshold), None)
+    last = history[-1]
+    return {"solved": hit is not None, "env_steps": (hit or last)["env_steps"],
+            "seconds": (hit or last)["seconds"], "window_mean": (hit or last)["returns/mean"],
+            "best": max(h["returns/mean"] for h in history), "history": history}
 
 
 def sb3_available() -> bool:
@@ -202,6 +242,8 @@ def main() -> None:
                         help="episodes (at least) in the mean that must reach the threshold")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-sb3", action="store_true", help="skip SB3 even if it is installed")
+    parser.add_argument("--rl8", action="store_true",
+                        help="with rl8-cartpole: also run rl8 1.0.0 itself, one seed (20-25 minutes)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -216,13 +258,18 @@ def main() -> None:
         spec = ENVS[name]
         for seed in args.seeds:
             result = solve_rl8lite(spec["env_cls"], spec["config"], seed, spec["threshold"],
-                                   spec["max_steps"], args.window)
+                                   spec["max_steps"], args.window, spec.get("metric"))
             runs.setdefault(f"rl8lite {name}", []).append({"seed": seed, **result})
             print(f"rl8lite {name:<9} seed {seed}: {result}", flush=True)
             if name == "cartpole" and use_sb3:
                 result = solve_sb3_cartpole(seed, spec["threshold"], spec["max_steps"], args.window)
                 runs.setdefault("sb3 CartPole-v1", []).append({"seed": seed, **result})
                 print(f"sb3 CartPole-v1   seed {seed}: {result}", flush=True)
+        if name == "rl8-cartpole" and args.rl8:
+            result = solve_rl8(args.seeds[0], spec["threshold"], args.threads)
+            runs.setdefault("rl8 rl8-cartpole", []).append({"seed": args.seeds[0], **result})
+            print(f"rl8 rl8-cartpole seed {args.seeds[0]}: solved {result['solved']},"
+                  f" {result['seconds']:.0f} s, best returns/mean {result['best']:.2f}", flush=True)
 
     rows = {name: summary(r) for name, r in runs.items()}
     print_table(rows)
@@ -235,6 +282,11 @@ def main() -> None:
         shown = f"{ratio:.3f} (1/{1 / ratio:.1f})" if 0 < ratio < math.inf else f"{ratio}"
         print(f"\nCartPole wall time to solve, rl8lite / SB3 (medians): {shown};"
               f" per seed: {', '.join(f'{r:.3f}' for r in per_seed)}")
+    if "rl8 rl8-cartpole" in rows and "rl8lite rl8-cartpole" in rows:
+        ours = rows["rl8lite rl8-cartpole"]["seconds"]["median"]
+        theirs = rows["rl8 rl8-cartpole"]["seconds"]["median"]
+        print(f"rl8's CartPole wall time to returns/mean >= -11.8, rl8lite / rl8: {ours / theirs:.3f}"
+              f" (1/{theirs / ours:.0f})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "load_average": os.getloadavg(),
