@@ -25,9 +25,10 @@ torch.set_num_threads(threads)
 torch.manual_seed(seed)
 start = time.perf_counter()
 algo = Algorithm(RL8CartPole, AlgorithmConfig(horizon=64, device="cpu"))
+horizon = algo.hparams.horizon
 for step in range(1, steps + 1):
     stats = algo.collect()
     seconds = time.perf_counter() - start  # the collect that shows the returns (as for rl8lite)
     print(json.dumps({"step": step, "returns/mean": stats["returns/mean"],
-                      "env_steps": step * algo.hparams.num_envs * 64, "seconds": seconds}), flush=True)
+                      "env_steps": step * algo.hparams.num_envs * horizon, "seconds": seconds}), flush=True)
     algo.step()

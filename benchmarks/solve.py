@@ -10,6 +10,14 @@ torch thread; no experiment tracking) are recorded. Runs that have not solved
 within a cap (rl8lite: 500k CartPole, 2M Pendulum env steps; SB3: rl-zoo's
 100k) count as unsolved: "unsolved" in the table, infinite in the medians.
 
+``rl8-cartpole`` (rl8's own example, which never terminates) is judged by
+rl8's training metric instead, ``returns/mean`` (rewards summed over a 64-step
+collect from a fresh reset, averaged over copies) reaching -11.8, the level
+rl8 1.0.0 levels off at. rl8 averages it over its 8192 copies; rl8lite trains
+on 32, so when a training collect reaches the level the policy is re-measured
+over 8192 fresh copies (the clock stopped), and only that counts.
+``--rl8`` also runs rl8 itself on it.
+
 rl8lite runs ``Algorithm(Env, seed=s, **CONFIG)`` with the tuned configs of
 ``rl8lite.examples.configs`` (``collect`` + ``step``, no MLflow). If
 ``stable_baselines3`` is importable (``pip install -e '.[bench]'``), the same
@@ -65,6 +73,8 @@ ENVS: dict[str, dict[str, Any]] = {
 
 #: rl8 1.0.0 on its CartPole example: its defaults (8192 envs) and horizon 64, 40 steps.
 RL8_SOLVE_STEPS = 40
+#: Copies for re-measuring rl8lite's returns/mean at the crossing (rl8 trains on 8192).
+CONFIRM_COPIES = 8192
 
 #: rl-zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
 SB3_CARTPOLE: dict[str, Any] = {
@@ -119,12 +129,28 @@ def solve_rl8lite(
             mean = stats[metric]
         else:
             mean = meter.add(count, stats["episodes/return_mean"] * count if count else 0.0)
+        if mean >= threshold and metric == "returns/mean":
+            # Confirm over as many copies as rl8 trains on; the clock stops meanwhile.
+            seconds = time.perf_counter() - start
+            mean = confirm_returns_mean(algo, env_cls)
+            start += time.perf_counter() - start - seconds
         if mean >= threshold:
             return {"solved": True, "env_steps": steps, "seconds": time.perf_counter() - start,
                     "window_mean": mean}
         algo.step()
     return {"solved": False, "env_steps": steps, "seconds": time.perf_counter() - start,
             "window_mean": mean}
+
+
+def confirm_returns_mean(algo: Algorithm, env_cls: type, copies: int = CONFIRM_COPIES) -> float:
+    """``returns/mean`` of the current (sampling) policy over ``copies`` fresh copies for one horizon."""
+    env = env_cls(copies, algo.hparams.horizon)
+    obs, total = env.reset(), torch.zeros(copies, 1)
+    with torch.inference_mode():
+        for _ in range(algo.hparams.horizon):
+            out = env.step(algo.policy.act(obs)[0])
+            obs, total = out["obs"], total + out["rewards"]
+    return float(total.mean())
 
 
 def solve_rl8(seed: int, threshold: float, threads: int) -> dict[str, Any]:
@@ -285,8 +311,10 @@ def main() -> None:
     if "rl8 rl8-cartpole" in rows and "rl8lite rl8-cartpole" in rows:
         ours = rows["rl8lite rl8-cartpole"]["seconds"]["median"]
         theirs = rows["rl8 rl8-cartpole"]["seconds"]["median"]
-        print(f"rl8's CartPole wall time to returns/mean >= -11.8, rl8lite / rl8: {ours / theirs:.3f}"
-              f" (1/{theirs / ours:.0f})")
+        ratio = ours / theirs
+        shown = f"{ratio:.4f} (1/{1 / ratio:.0f})" if 0 < ratio < math.inf else f"{ratio}"
+        print(f"rl8's CartPole wall time to returns/mean >= {ENVS['rl8-cartpole']['threshold']},"
+              f" rl8lite / rl8 (medians): {shown}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "load_average": os.getloadavg(),
