@@ -28,7 +28,9 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
 
     def initial_state(self, batch_size):
         """The zero state a recurrent policy starts an episode from, ``[batch_size, state_size]``."""
-        (state,) = [spec for spec in self.io["inputs"] if spec["name"] == "recurrent_state"]
+        if not self.io["recurrent"]:
+            raise TypeError("this policy is not recurrent: it takes no state")
+        (state,) = [spec for spec in self.io["inputs"] if spec["name"] == self.io["state_name"]]
         return np.zeros((batch_size, *state["shape"]), dtype=state["dtype"])
 
     # MLflow reads the hint: np.ndarray makes it check inputs against the saved
@@ -38,14 +40,13 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         if not self.io["named_inputs"]:
             model_input = {self.io["inputs"][0]["name"]: model_input}
         tensors = [
-            torch.as_tensor(np.asarray(model_input[spec["name"]], dtype=spec["dtype"]))
+            torch.from_numpy(np.ascontiguousarray(model_input[spec["name"]], dtype=spec["dtype"]))
             for spec in self.io["inputs"]
         ]
         with torch.no_grad():
             outputs = self.program(*tensors, torch.tensor(deterministic))
         if self.io["recurrent"]:
-            actions, states = outputs
-            return {"actions": actions.numpy(), "recurrent_state": states.numpy()}
+            return {name: output.numpy() for name, output in zip(self.io["output_names"], outputs)}
         return outputs.numpy()
 
 

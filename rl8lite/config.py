@@ -101,10 +101,13 @@ class AlgorithmConfig:
     #: update (cache-friendlier on CPUs). ``None``: no chunking.
     update_chunk_size: int | None = 8192
     #: ``torch.compile`` the policy's sampling step (feedforward collects) and the
-    #: update's loss (forward and backward). Same results as eager within float
-    #: tolerance; costs ~10-20 s of compilation on the first collect and update.
+    #: update's loss (forward and backward); costs ~10-20 s of compilation on the
+    #: first collect and update. The update equals eager's within float tolerance;
+    #: inductor draws its own random numbers for sampling, so a seeded run matches
+    #: an eager one only with ``torch._inductor.config.fallback_random = True``.
     #: Measured on one CPU thread (2x256 MLPs): ~10% faster updates at any size,
-    #: ~17% faster sampling at 1024+ envs but ~20% slower at 8 envs.
+    #: ~17% faster sampling at 1024+ envs but ~20% slower at 8 envs. Each new
+    #: config in one process compiles anew (torch's limit: 8 per function).
     compile: bool = False
     #: A ready model instance (excludes ``model_cls``/``model_config``).
     model: Model | None = None

@@ -19,10 +19,12 @@ import io
 import json
 import logging
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import nn
@@ -65,6 +67,9 @@ class PolicyProgram(nn.Module):
         # The spec is no module buffer: move its bound tensors too, or a CUDA-trained
         # policy would export cuda constants.
         self.policy.action_spec = policy.action_spec.to("cpu")
+        for name in ("observation_spec", "action_spec"):  # what models keep (Model.__init__)
+            if getattr(self.policy.model, name, None) is not None:
+                setattr(self.policy.model, name, getattr(self.policy.model, name).to("cpu"))
         self.composite = isinstance(observation_spec, Composite)
         self.keys = [name for name, _ in observation_leaves(observation_spec)]
 
@@ -89,8 +94,26 @@ class PolicyProgram(nn.Module):
         return (actions, next_states) if self.policy.recurrent else actions
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+def _check_keys(spec: Spec, prefix: str = "") -> None:
+    """Input names join nested keys with ".": a key holding one would be ambiguous."""
+    if isinstance(spec, Composite):
+        for key in spec:
+            if "." in key:
+                raise ExportError(
+                    f"observation key {prefix + key!r} contains '.', which the saved model's input"
+                    " names use to join nested keys: rename it"
+                )
+            _check_keys(spec[key], f"{prefix}{key}.")
+
+
+def _dtype_name(dtype: torch.dtype, what: str = "") -> str:
+    """The numpy name of ``dtype`` (the served model speaks numpy)."""
+    name = str(dtype).removeprefix("torch.")
+    try:
+        np.dtype(name)
+    except TypeError:
+        raise ExportError(f"{what or 'a tensor'} has dtype {dtype}, which numpy has no type for") from None
+    return name
 
 
 def _example_inputs(program: PolicyProgram, observation_spec: Spec, batch_size: int) -> list[torch.Tensor]:
@@ -111,6 +134,7 @@ def _quiet_torch() -> Iterator[io.StringIO]:
             yield captured
     finally:
         logger.setLevel(level)
+    sys.stderr.write(captured.getvalue())  # reached on success only: nothing is lost
 
 
 def _export_failure(model_name: str, error: Exception, printed: str) -> str:
@@ -127,6 +151,7 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
     Raises:
         ExportError: ``torch.export`` could not trace the model (its message is kept).
     """
+    _check_keys(observation_spec)
     program = PolicyProgram(policy, observation_spec)
     names = [name or OBS_KEY for name, _ in observation_leaves(observation_spec)]
     if program.policy.recurrent:
@@ -142,23 +167,29 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
             exported = torch.export.export(
                 program, (*example, torch.tensor(True)), dynamic_shapes=(tuple(dynamic_shapes),)
             )
-            outputs = program(*example, torch.tensor(True))
     except Exception as e:  # torch.export raises many types; the message says why
         raise ExportError(_export_failure(type(policy.model).__name__, e, chatter.getvalue())) from e
-    actions = outputs[0] if program.policy.recurrent else outputs
+    # The traced output's dtype and shape, without running the model on made-up inputs.
+    outputs = exported.graph.output_node().args[0]
+    actions = outputs[0].meta["val"]
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    torch.export.save(exported, folder / PROGRAM_FILE)
+    try:
+        torch.export.save(exported, folder / PROGRAM_FILE)
+    except Exception as e:
+        raise ExportError(f"torch.export could not save {type(policy.model).__name__}: {type(e).__name__}: {e}") from e
     description = {
         "format": IO_FORMAT,
         "version": IO_VERSION,
         "inputs": [
-            {"name": name, "dtype": _dtype_name(t.dtype), "shape": list(t.shape[1:])}
+            {"name": name, "dtype": _dtype_name(t.dtype, f"input {name!r}"), "shape": list(t.shape[1:])}
             for name, t in zip(names, example)
         ],
         "named_inputs": program.composite or program.policy.recurrent,
         "recurrent": program.policy.recurrent,
-        "actions": {"dtype": _dtype_name(actions.dtype), "shape": list(actions.shape[1:])},
+        "state_name": STATE_KEY if program.policy.recurrent else None,
+        "output_names": [ACTIONS_KEY, STATE_KEY] if program.policy.recurrent else None,
+        "actions": {"dtype": _dtype_name(actions.dtype, "the actions"), "shape": [int(d) for d in actions.shape[1:]]},
     }
     (folder / IO_FILE).write_text(json.dumps(description, indent=2))
     return description

@@ -104,5 +104,5 @@ class Policy(nn.Module):
         )
 
     def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
-        """The deterministic action (what an exported policy serves)."""
+        """The deterministic action."""
         return self.act(obs, deterministic=True)[0]

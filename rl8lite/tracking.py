@@ -38,7 +38,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
 
-from .export import IO_FILE, PROGRAM_FILE, STATE_KEY, export_policy
+from .export import IO_FILE, PROGRAM_FILE, export_policy
 from .policy import Policy
 from .specs import Spec
 
@@ -161,9 +161,11 @@ def _policy_signature(io: dict[str, Any]) -> ModelSignature:
         return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
 
     inputs = [tensor(spec, spec["name"] if io["named_inputs"] else None) for spec in io["inputs"]]
-    outputs = [tensor(io["actions"], "actions" if io["recurrent"] else None)]
     if io["recurrent"]:
-        outputs.append(tensor(io["inputs"][-1], STATE_KEY))
+        actions_name, state_name = io["output_names"]
+        outputs = [tensor(io["actions"], actions_name), tensor(io["inputs"][-1], state_name)]
+    else:
+        outputs = [tensor(io["actions"], None)]
     return ModelSignature(
         inputs=Schema(inputs),
         outputs=Schema(outputs),

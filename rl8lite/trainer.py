@@ -295,12 +295,17 @@ class Trainer:
         return train_stats
 
     def _save_policy_or_warn(self) -> None:
-        # Training succeeded: a model torch.export cannot trace must not fail the run
-        # (the checkpoint still holds the weights).
+        # Training succeeded: failing to save the model (e.g. torch.export cannot trace
+        # a custom model) must not fail the run, nor lose the weights.
         try:
             self.log_policy()
-        except ExportError as e:
-            warnings.warn(f"the policy was not saved as an MLflow model: {e}", RuntimeWarning, stacklevel=3)
+        except Exception as e:
+            reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
+            try:
+                kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
+            except Exception as checkpoint_error:
+                kept = f"; writing a checkpoint failed too ({type(checkpoint_error).__name__}: {checkpoint_error})"
+            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=3)
 
     def log_policy(self, name: str = "policy") -> str:
         """Save the policy to the run as an MLflow model; return its URI.

@@ -26,9 +26,12 @@ def test_compiled_training_equals_eager(env_cls: type) -> None:
     eager = Algorithm(env_cls, seed=0, **config)
     eager_history = train(eager, 3)
     # Inductor draws its own random numbers unless told to call eager's kernels.
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     with torch._inductor.config.patch(fallback_random=True):
         compiled = Algorithm(env_cls, seed=0, compile=True, **config)
         compiled_history = train(compiled, 3)
+    # sampling, and the loss for the full chunks and the last, smaller one
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= graphs + 2
     for got, want in zip(compiled_history, eager_history):
         for key in want:
             if not key.startswith(("profiling/", "throughput/")):
@@ -38,7 +41,11 @@ def test_compiled_training_equals_eager(env_cls: type) -> None:
 
 
 @pytest.mark.slow
-def test_compile_works_for_recurrent_updates() -> None:
-    algo = RecurrentAlgorithm(CartPole, num_envs=8, horizon=8, seq_len=4, seed=0, compile=True)
-    stats = train(algo, 2)[-1]
-    assert all(value == value for value in stats.values())
+def test_compiled_recurrent_updates_equal_eager() -> None:
+    config = dict(num_envs=8, horizon=8, seq_len=4, num_sgd_iters=2)
+    eager = train(RecurrentAlgorithm(CartPole, seed=0, **config), 2)
+    compiled = train(RecurrentAlgorithm(CartPole, seed=0, compile=True, **config), 2)
+    for got, want in zip(compiled, eager):  # recurrent sampling stays eager: same samples
+        for key in want:
+            if key.startswith(("losses/", "monitors/")):
+                assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), key

@@ -69,6 +69,48 @@ def test_dict_observations_with_an_action_mask(tmp_path: Path) -> None:
         model.predict({"position": obs["position"]})
 
 
+class NestedMasked(MaskedChoice):
+    """Nested dict observations with an int64 0/1 action mask (torchrl's default Categorical dtype)."""
+
+    def __init__(self, num_envs: int, /, horizon: int | None = None, **kwargs: Any) -> None:
+        from rl8lite.specs import Categorical, Composite, Unbounded
+
+        super().__init__(num_envs, horizon, **kwargs)
+        self.observation_spec = Composite(
+            sensors=Composite(position=Unbounded(2), speed=Unbounded(1)),
+            action_mask=Categorical(2, shape=[4]),
+        )
+
+
+def test_nested_dict_observations_one_input_per_leaf_and_batches_of_one(tmp_path: Path) -> None:
+    algo = Algorithm(NestedMasked, num_envs=4, horizon=4, seed=0)
+    model = saved(algo, tmp_path)
+    assert model.metadata.get_input_schema().input_names() == ["sensors.position", "sensors.speed", "action_mask"]
+    for batch in (1, 9):
+        mask = masked_obs(batch)["action_mask"].astype(np.int64)
+        obs = {"sensors.position": RNG.normal(size=(batch, 2)).astype(np.float32),
+               "sensors.speed": RNG.normal(size=(batch, 1)).astype(np.float32), "action_mask": mask}
+        td = TensorDict({"sensors": {"position": torch.from_numpy(obs["sensors.position"]),
+                                     "speed": torch.from_numpy(obs["sensors.speed"])},
+                         "action_mask": torch.from_numpy(mask)}, batch_size=[batch])
+        with torch.no_grad():
+            expected = algo.policy.act(td, deterministic=True)[0].numpy()
+        actions = model.predict(obs)
+        np.testing.assert_array_equal(actions, expected)
+        assert np.take_along_axis(mask, actions, axis=1).all()
+    with pytest.raises(TypeError, match="not recurrent"):
+        model.unwrap_python_model().initial_state(2)
+
+
+def test_a_key_with_a_dot_is_refused_by_name(tmp_path: Path) -> None:
+    from rl8lite.specs import Composite, Unbounded
+
+    algo = Algorithm(MaskedChoice, num_envs=4, horizon=4, seed=0)
+    spec = Composite({"position": Unbounded(2), "a.b": Unbounded(1)})
+    with pytest.raises(ExportError, match="observation key 'a.b' contains '.'"):
+        save_policy_model(algo.policy, spec, tmp_path / "policy")
+
+
 def test_recurrent_policy_takes_and_returns_its_state(tmp_path: Path) -> None:
     algo = RecurrentAlgorithm(CueRecall, num_envs=4, horizon=8, seq_len=4, seed=0)
     model = saved(algo, tmp_path)
@@ -86,6 +128,8 @@ def test_recurrent_policy_takes_and_returns_its_state(tmp_path: Path) -> None:
         np.testing.assert_allclose(out["recurrent_state"], expected_state.numpy(), rtol=1e-5, atol=1e-6)
         state = out["recurrent_state"]
     assert np.abs(state).sum() > 0
+    one = model.predict({"obs": RNG.normal(size=(1, 2)).astype(np.float32), "recurrent_state": state[:1]})
+    assert one["actions"].shape == (1, 1) and one["recurrent_state"].shape == (1, state.shape[1])
 
 
 @pytest.mark.slow
@@ -153,9 +197,14 @@ def test_run_warns_and_finishes_when_the_model_cannot_be_exported(
         save_policy_model(algo.policy, algo.env.observation_spec, tmp_path / "policy")
     assert not (tmp_path / "policy").exists()
     trainer = Trainer(algo, experiment_name=experiment_name, progress=False)
-    with pytest.warns(RuntimeWarning, match="not saved as an MLflow model.*UntraceableModel"):
+    with pytest.warns(RuntimeWarning, match="not saved as an MLflow model.*UntraceableModel.*the weights are in") as w:
         trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 1)])
     assert client.get_run(trainer.tracker.run_id).info.status == "FINISHED"
+    checkpoint = str(w[0].message).rsplit("the checkpoint ", 1)[1]
+    resumed = Trainer.from_checkpoint(checkpoint, progress=False, save_policy=False)
+    for got, want in zip(resumed.algorithm.policy.parameters(), algo.policy.parameters()):
+        torch.testing.assert_close(got, want)
+    resumed.close()
 
 
 def test_a_trained_dict_observation_policy_is_logged_to_its_run(experiment_name: str) -> None:

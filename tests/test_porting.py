@@ -1,4 +1,4 @@
-"""DESIGN.md's porting rule: an rl8 script runs after renaming rl8 -> rl8lite and torchrl.data -> rl8lite.specs."""
+"""README's porting rule: an rl8 script runs after renaming rl8 -> rl8lite and torchrl.data -> rl8lite.specs."""
 
 from __future__ import annotations
 
