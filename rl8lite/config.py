@@ -98,8 +98,10 @@ class AlgorithmConfig:
     enable_amp: bool = False
     #: Largest number of samples in one forward/backward of the update; larger
     #: minibatches are processed in chunks whose gradients add up to the same
-    #: update (cache-friendlier on CPUs). ``None``: no chunking.
-    update_chunk_size: int | None = 8192
+    #: update (cache-friendlier on CPUs, and it bounds the activations' memory).
+    #: ``None``: no chunking. 4096 measured 1.5x faster than whole-buffer passes
+    #: and ~1.15x faster than 8192 at 1024-4096 envs with 2x256 MLPs on one thread.
+    update_chunk_size: int | None = 4096
     #: ``torch.compile`` the policy's sampling step (feedforward collects) and the
     #: update's loss (forward and backward); costs ~10-20 s of compilation on the
     #: first collect and update. The update equals eager's within float tolerance;
@@ -283,8 +285,9 @@ __all__ = ["AlgorithmConfig", "ConfigError", "RecurrentAlgorithmConfig", "config
 class RecurrentAlgorithmConfig(AlgorithmConfig):
     """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences).
 
-    ``sgd_minibatch_size`` and ``update_chunk_size`` still count time steps and
-    must hold whole sequences (multiples of ``seq_len``).
+    ``sgd_minibatch_size`` and ``update_chunk_size`` still count time steps; a
+    minibatch must hold whole sequences (a multiple of ``seq_len``), a chunk is
+    rounded down to whole sequences.
     """
 
     #: Time steps per sequence of truncated backpropagation through time (``>= 1``,
@@ -302,12 +305,11 @@ class RecurrentAlgorithmConfig(AlgorithmConfig):
             raise ConfigError("seqs_per_state_reset must be > 0 or < 0, received 0")
         if self.horizon % self.seq_len:
             raise ConfigError(f"seq_len={self.seq_len} must be a factor of horizon={self.horizon}")
-        for name in ("sgd_minibatch_size", "update_chunk_size"):
-            value = getattr(self, name)
-            if value is not None and value % self.seq_len:
-                raise ConfigError(
-                    f"{name}={value} must be a multiple of seq_len={self.seq_len} (whole sequences)"
-                )
+        if self.sgd_minibatch_size is not None and self.sgd_minibatch_size % self.seq_len:
+            raise ConfigError(
+                f"sgd_minibatch_size={self.sgd_minibatch_size} must be a multiple of"
+                f" seq_len={self.seq_len} (whole sequences)"
+            )
         return self
 
     def build(self, env_cls: type[Env], /) -> Algorithm:
