@@ -13,8 +13,8 @@ iterations of:
   linear layers), the optimizer step, and the rest (elementwise forward and
   backward ops, the loss, GAE, autograd bookkeeping);
 - the matrix-multiply floor: the update's linear-layer FLOPs divided by the
-  rate a plain ``addmm`` reaches on this machine for the same shapes, i.e. the
-  time no implementation of the same update can beat on this core.
+  rate a plain ``addmm`` of the hidden layer's shape (one chunk's rows) reaches
+  on this core: roughly the least time the same update's matmuls can take here.
 
 Usage:
     python benchmarks/phases.py                       # 8, 256, 1024, 4096 envs
@@ -38,6 +38,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from rl8lite import Algorithm
+from rl8lite.models.mlp import flat_obs_size
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rl8_cartpole import RL8CartPole  # noqa: E402
@@ -105,7 +106,7 @@ def phases(num_envs: int, repeats: int) -> dict[str, Any]:
         optim_ms.append(sum(e.cpu_time_total for k, e in events.items() if k.startswith("Optimizer.step")) / 1000)
     obs = algo.env.reset()
     actions = torch.ones(num_envs, 1, dtype=torch.long)
-    calls = max(3, 2048 // num_envs)
+    calls = max(10, 2048 // num_envs)
     with torch.inference_mode():
         act_ms = per_call_ms(lambda: algo.policy.act(obs), calls) * horizon
         env_ms = per_call_ms(lambda: algo.env.step(actions), calls) * horizon
@@ -113,7 +114,9 @@ def phases(num_envs: int, repeats: int) -> dict[str, Any]:
     med = statistics.median
     hiddens = RL8_DEFAULTS["model_config"]["hiddens"]
     samples = num_envs * horizon
-    flops = update_flops(samples, 5, hiddens, (3, 1), RL8_DEFAULTS["num_sgd_iters"])
+    heads = (algo.policy.distribution_cls.num_inputs(algo.env.action_spec), 1)  # actor, critic
+    flops = update_flops(samples, flat_obs_size(algo.env.observation_spec), hiddens, heads,
+                         RL8_DEFAULTS["num_sgd_iters"])
     rate = gemm_gflops(min(samples, algo.hparams.update_chunk_size or samples), hiddens[-1])
     collect, update = med(collect_ms), med(update_ms)
     return {
