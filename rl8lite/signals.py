@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import warnings
 from types import FrameType
 from typing import Any
 
@@ -43,6 +44,13 @@ class SignalRequests:
                 handlers[signal.SIGUSR1] = self._on_checkpoint
             for signum, handler in handlers.items():
                 self._previous[signum] = signal.signal(signum, handler)
+        else:  # Python delivers signals to the main thread only
+            warnings.warn(
+                f"training runs outside the main thread ({threading.current_thread().name}): Ctrl-C,"
+                " SIGTERM and SIGUSR1 will not checkpoint it; pass checkpoint_every= to run()",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,6 +20,8 @@ from rl8lite.checkpoint import CheckpointError, read_checkpoint, write_atomic
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole
 
+from .helpers import MemoryTracker
+
 VOLATILE = ("profiling/", "throughput/", "memory/")
 
 
@@ -269,3 +271,25 @@ def test_checkpoint_is_taken_after_a_due_eval(experiment_name: str) -> None:
     final = resumed.run(steps_per_eval=2, stop_conditions=[HitsUpperBound("algorithm/steps", 4)])
     assert stable([final]) == stable([reference])
     assert resumed.state == straight.state
+
+
+def test_run_off_the_main_thread_warns_that_signals_will_not_checkpoint(tmp_path: Path) -> None:
+    import threading
+    import warnings
+
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0), progress=False, save_policy=False,
+                      tracker=MemoryTracker(str(tmp_path)))
+    caught: list[warnings.WarningMessage] = []
+
+    def train() -> None:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 1)])
+        caught.extend(record)
+
+    thread = threading.Thread(target=train, name="trainer-thread")
+    thread.start()
+    thread.join(timeout=120)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("outside the main thread (trainer-thread)" in m and "checkpoint_every" in m for m in messages)
+    assert trainer.state["algorithm/steps"] == 1
