@@ -48,13 +48,23 @@ class ExportError(RuntimeError):
     """The policy's model could not be exported (``torch.export`` refused it)."""
 
 
-def observation_leaves(spec: Spec) -> list[tuple[str, Spec]]:
-    """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``."""
+def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
+    """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``.
+
+    Raises:
+        ExportError: a key holds a ``"."`` (its name would be ambiguous).
+    """
     if not isinstance(spec, Composite):
         return [("", spec)]
     leaves = []
     for key in spec:
-        leaves.extend((f"{key}.{sub}" if sub else key, leaf) for sub, leaf in observation_leaves(spec[key]))
+        if "." in key:
+            raise ExportError(
+                f"observation key {_path + key!r} contains '.', which the saved model's input"
+                " names use to join nested keys: rename it"
+            )
+        nested = observation_leaves(spec[key], f"{_path}{key}.")
+        leaves.extend((f"{key}.{sub}" if sub else key, leaf) for sub, leaf in nested)
     return leaves
 
 
@@ -92,18 +102,6 @@ class PolicyProgram(nn.Module):
         # Both actions are computed so that one program serves either choice.
         actions = torch.where(deterministic, dist.deterministic_sample(), dist.sample_with_logp()[0])
         return (actions, next_states) if self.policy.recurrent else actions
-
-
-def _check_keys(spec: Spec, prefix: str = "") -> None:
-    """Input names join nested keys with ".": a key holding one would be ambiguous."""
-    if isinstance(spec, Composite):
-        for key in spec:
-            if "." in key:
-                raise ExportError(
-                    f"observation key {prefix + key!r} contains '.', which the saved model's input"
-                    " names use to join nested keys: rename it"
-                )
-            _check_keys(spec[key], f"{prefix}{key}.")
 
 
 def _dtype_name(dtype: torch.dtype, what: str = "") -> str:
@@ -151,7 +149,6 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
     Raises:
         ExportError: ``torch.export`` could not trace the model (its message is kept).
     """
-    _check_keys(observation_spec)
     program = PolicyProgram(policy, observation_spec)
     names = [name or OBS_KEY for name, _ in observation_leaves(observation_spec)]
     if program.policy.recurrent:
