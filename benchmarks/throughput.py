@@ -62,8 +62,9 @@ class BareLoop:
     def __init__(self, num_envs: int, horizon: int, hiddens: list[int], num_sgd_iters: int) -> None:
         self.env = CartPole(num_envs, horizon)
         self.n, self.t = num_envs, horizon
-        self.actor = mlp(4, hiddens, 2, "relu", out_gain=0.01)
-        self.critic = mlp(4, hiddens, 1, "relu", out_gain=1.0)
+        # Plain nn.Sequential, as a hand-written loop (and rl8) would have it.
+        self.actor = nn.Sequential(*mlp(4, hiddens, 2, "relu", out_gain=0.01))
+        self.critic = nn.Sequential(*mlp(4, hiddens, 1, "relu", out_gain=1.0))
         params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(params, lr=1e-3, fused=True)  # as rl8lite's default
         self.params = params

@@ -128,3 +128,20 @@ def test_squashed_normal_sampling_logp_equals_the_recomputed_one_even_when_satur
     actions, logp = dist.sample_with_logp()
     assert (actions.abs() > 1.99999).float().mean() > 0.2  # many saturated samples
     assert torch.equal(dist.logp(actions), logp)  # PPO's ratio is exactly 1 before an update
+
+
+def test_mlp_forward_equals_plain_sequential_and_keeps_its_own_hooks() -> None:
+    from rl8lite.models.mlp import mlp
+
+    torch.manual_seed(0)
+    fast = mlp(4, [16, 16], 3, "tanh", out_gain=0.01)
+    plain = torch.nn.Sequential(*fast)
+    x = torch.randn(5, 4, requires_grad=True)
+    torch.testing.assert_close(fast(x), plain(x), rtol=0, atol=0)
+    fast(x).sum().backward()
+    assert x.grad is not None and fast[0].weight.grad is not None
+    seen: list[tuple[int, ...]] = []
+    fast.register_forward_hook(lambda module, args, out: seen.append(tuple(out.shape)))
+    fast(x)
+    assert seen == [(5, 3)]
+    assert list(fast.state_dict()) == list(plain.state_dict())

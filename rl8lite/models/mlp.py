@@ -55,9 +55,20 @@ def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
     return torch.cat(parts, dim=-1)
 
 
+class MLP(nn.Sequential):
+    """An ``nn.Sequential`` of linear layers and activations whose forward skips
+    each layer's ``__call__`` (hook dispatch): ~25% of a small batch's forward
+    time on CPU (8 rows, 2x256 layers). Hooks on the MLP itself still run."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for layer in self:
+            x = layer.forward(x)
+        return x
+
+
 def mlp(
     in_features: int, hiddens: Sequence[int], out_features: int, activation: str, out_gain: float
-) -> nn.Sequential:
+) -> MLP:
     """An MLP with orthogonal init (gain sqrt(2) inside, ``out_gain`` on the head)."""
     if activation not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}")
@@ -73,7 +84,7 @@ def mlp(
     nn.init.orthogonal_(head.weight, out_gain)
     nn.init.zeros_(head.bias)
     layers.append(head)
-    return nn.Sequential(*layers)
+    return MLP(*layers)
 
 
 class DefaultModel(Model):
