@@ -7,7 +7,8 @@ The peak is the growth of the process's resident-set high-water mark
 size before the algorithm was built; the "held" sum is
 ``Algorithm.memory_stats()``'s buffer + model + optimizer bytes. Besides those,
 an update holds the activations of one chunk (``update_chunk_size`` samples)
-for its backward pass, which is the rest of the peak.
+for its backward pass. ``collect+`` and ``update+`` are each phase's own
+transient memory: its high-water mark above the resident size at its start.
 
 Linux only (reads ``/proc/self/status``).
 
@@ -58,10 +59,17 @@ def measure(num_envs: int, chunk: int | None) -> dict[str, Any]:
         f.write("5")  # reset VmHWM to the current VmRSS
     before = resident_kib("VmRSS")
     algo = Algorithm(CartPole, num_envs=num_envs, seed=0, **{**CONFIG, **options})
+    peak = 0
+    transient = {"collect": 0, "update": 0}
     for _ in range(3):
-        algo.collect()
-        algo.step()
-    peak = (resident_kib("VmHWM") - before) * 1024
+        for phase, run in (("collect", algo.collect), ("update", algo.step)):
+            start = resident_kib("VmRSS")
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            run()
+            high = resident_kib("VmHWM")
+            transient[phase] = max(transient[phase], (high - start) * 1024)
+            peak = max(peak, (high - before) * 1024)
     stats = algo.memory_stats()
     held = stats["memory/buffer_bytes"] + stats["memory/model_bytes"] + stats["memory/optimizer_bytes"]
     steps = num_envs * (algo.hparams.horizon + 1)
@@ -69,7 +77,8 @@ def measure(num_envs: int, chunk: int | None) -> dict[str, Any]:
         "num_envs": num_envs, "update_chunk_size": algo.hparams.update_chunk_size,
         "buffer_bytes": stats["memory/buffer_bytes"], "model_bytes": stats["memory/model_bytes"],
         "optimizer_bytes": stats["memory/optimizer_bytes"], "held_bytes": held, "peak_bytes": peak,
-        "peak_over_held": peak / held, "buffer_bytes_per_env_step": stats["memory/buffer_bytes"] / steps,
+        "peak_over_held": peak / held, "collect_transient_bytes": transient["collect"],
+        "update_transient_bytes": transient["update"], "buffer_bytes_per_env_step": stats["memory/buffer_bytes"] / steps,
     }
 
 
@@ -85,7 +94,7 @@ def main() -> None:
         return
     print("CartPole at rl8's defaults (2x256 MLPs, horizon 32), 3 iterations; MiB\n")
     header = (f"{'envs':>6} | {'chunk':>6} | {'buffer':>8} {'model':>6} {'optim':>6} {'held':>8} | {'peak':>8}"
-              f" {'peak/held':>9} | {'buffer B/env/step':>17}")
+              f" {'peak/held':>9} | {'collect+':>8} {'update+':>8} | {'buffer B/env/step':>17}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -101,7 +110,9 @@ def main() -> None:
         rows.append(r)
         print(f"{num_envs:>6} | {r['update_chunk_size']:>6} | {r['buffer_bytes'] / MIB:>8.1f}"
               f" {r['model_bytes'] / MIB:>6.2f} {r['optimizer_bytes'] / MIB:>6.2f} {r['held_bytes'] / MIB:>8.1f} |"
-              f" {r['peak_bytes'] / MIB:>8.1f} {r['peak_over_held']:>9.2f} | {r['buffer_bytes_per_env_step']:>17.0f}",
+              f" {r['peak_bytes'] / MIB:>8.1f} {r['peak_over_held']:>9.2f} |"
+              f" {r['collect_transient_bytes'] / MIB:>8.1f} {r['update_transient_bytes'] / MIB:>8.1f} |"
+              f" {r['buffer_bytes_per_env_step']:>17.0f}",
               flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -23,6 +23,7 @@ def generalized_advantage_estimate(
     terminated: torch.Tensor | None = None,
     truncated: torch.Tensor | None = None,
     final_values: torch.Tensor | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438).
 
@@ -35,6 +36,8 @@ def generalized_advantage_estimate(
         truncated: ``[N, T]`` bool; the episode was cut short (bootstrapped).
         final_values: ``[N, T]`` values of the last state of truncated episodes;
             required where ``truncated`` is set.
+        out: Optional ``[N, T]`` tensors (views allowed) to write
+            ``(advantages, returns)`` into instead of allocating them.
 
     Returns:
         ``(advantages, returns)``, each ``[N, T]``, with ``returns = advantages + values[:, :T]``.
@@ -47,13 +50,39 @@ def generalized_advantage_estimate(
 
         delta_t = r_t + gamma * v'_t - V_t
         A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1},   A_T = 0.
+
+    Copies are independent: large inputs are processed a slice of copies at a
+    time, so temporaries stay a few hundred KiB whatever ``N``.
     """
+    if truncated is not None and final_values is None:
+        raise ValueError("final_values is required when truncated is given")
+    advantages, returns = out if out is not None else (torch.empty_like(rewards), torch.empty_like(rewards))
+    for rows in copy_slices(*rewards.shape):
+        adv = _gae_rows(
+            rewards[rows], values[rows], gamma, gae_lambda,
+            None if terminated is None else terminated[rows],
+            None if truncated is None else truncated[rows],
+            None if final_values is None else final_values[rows],
+        )
+        advantages[rows] = adv
+        returns[rows] = adv + values[rows, :-1]
+    return advantages, returns
+
+
+def _gae_rows(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+    terminated: torch.Tensor | None,
+    truncated: torch.Tensor | None,
+    final_values: torch.Tensor | None,
+) -> torch.Tensor:
     num_steps = rewards.shape[1]
     next_values = values[:, 1:]
     continues = torch.ones_like(rewards)
     if truncated is not None:
-        if final_values is None:
-            raise ValueError("final_values is required when truncated is given")
+        assert final_values is not None
         next_values = torch.where(truncated, final_values, next_values)
         continues = continues * (~truncated).to(rewards.dtype)
     if terminated is not None:
@@ -68,8 +97,17 @@ def generalized_advantage_estimate(
     for t in range(num_steps - 1, -1, -1):
         running = deltas_tm[t] + decay_tm[t] * running
         advantages_tm[t] = running
-    advantages = advantages_tm.t()
-    return advantages, advantages + values[:, :-1]
+    return advantages_tm.t()
+
+
+#: Elements of ``[copies, T]`` per slice in the per-copy computations here.
+_SLICE_ELEMENTS = 2**16
+
+
+def copy_slices(num_copies: int, num_steps: int) -> list[slice]:
+    """Slices of copies with at most ``_SLICE_ELEMENTS`` ``[copies, T]`` elements each (at least one copy)."""
+    per_slice = max(1, _SLICE_ELEMENTS // max(1, num_steps))
+    return [slice(start, min(start + per_slice, num_copies)) for start in range(0, num_copies, per_slice)]
 
 
 def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -84,6 +122,7 @@ def discounted_return_trace(
     *,
     gamma: float,
     episode_ends: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` per copy.
 
@@ -96,21 +135,25 @@ def discounted_return_trace(
         initial: ``[N]`` running sum carried from the previous collect (0 after a reset).
         gamma: Discount factor.
         episode_ends: ``[N, T]`` bool, ``terminated | truncated``.
+        out: Optional ``[N, T]`` tensor (a view is fine) to write the sums into.
 
     Returns:
         ``[N, T]`` running sums after each step (the last column is the next carry).
     """
     num_envs, num_steps = rewards.shape
     if num_envs * num_steps * num_steps <= _MAX_TRACE_MATRIX:
-        return _discounted_trace_by_matrix(rewards, initial, gamma, episode_ends)
-    out = torch.empty_like(rewards)
+        trace = _discounted_trace_by_matrix(rewards, initial, gamma, episode_ends)
+        if out is None:
+            return trace
+        out.copy_(trace)
+        return out
+    out = torch.empty_like(rewards) if out is None else out
     running = initial
-    keep = None if episode_ends is None else (~episode_ends).to(rewards.dtype)
     for t in range(num_steps):
         running = gamma * running + rewards[:, t]
         out[:, t] = running
-        if keep is not None:
-            running = running * keep[:, t]
+        if episode_ends is not None:
+            running = running.masked_fill(episode_ends[:, t], 0.0)
     return out
 
 
@@ -163,6 +206,29 @@ def episode_statistics(
         ``return_min``, ``return_max``, ``length_sum`` (0-d), and
         ``carry_return``/``carry_length`` (``[N]``) for the next collect.
     """
+    parts = [
+        _episode_statistics_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
+        for rows in copy_slices(*rewards.shape)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    return {
+        "count": torch.stack([p["count"] for p in parts]).sum(),
+        "return_sum": torch.stack([p["return_sum"] for p in parts]).sum(),
+        "return_min": torch.stack([p["return_min"] for p in parts]).min(),
+        "return_max": torch.stack([p["return_max"] for p in parts]).max(),
+        "length_sum": torch.stack([p["length_sum"] for p in parts]).sum(),
+        "carry_return": torch.cat([p["carry_return"] for p in parts]),
+        "carry_length": torch.cat([p["carry_length"] for p in parts]),
+    }
+
+
+def _episode_statistics_rows(
+    rewards: torch.Tensor,
+    episode_ends: torch.Tensor,
+    carry_return: torch.Tensor,
+    carry_length: torch.Tensor,
+) -> dict[str, torch.Tensor]:
     num_envs, num_steps = rewards.shape
     cumulative = rewards.to(torch.float64).cumsum(1)
     steps = torch.arange(num_steps, device=rewards.device).expand(num_envs, num_steps)

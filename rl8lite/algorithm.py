@@ -16,12 +16,7 @@ import torch
 from tensordict import TensorDict
 
 from . import __version__
-from .advantages import (
-    discounted_return_trace,
-    episode_statistics,
-    generalized_advantage_estimate,
-    normalize,
-)
+from .advantages import discounted_return_trace, episode_statistics, generalized_advantage_estimate
 from .checks import NonFiniteError, assert_finite, check_actions, check_batch, check_step_output
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig, resolve_device
 from .data import DataKeys
@@ -32,8 +27,13 @@ from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_byt
 from .models import DefaultModel, DefaultRecurrentModel, Model
 from .policy import Policy
 from .schedulers import EntropyScheduler, LRScheduler
+from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
 _EPS = 1e-8
+#: Added to the advantages' std when normalising them.
+_ADVANTAGE_EPS = 1e-8
+#: ``collect_chunk_size="auto"`` on CPU: copies per policy forward while collecting.
+_CPU_COLLECT_CHUNK = 2048
 
 
 @dataclass
@@ -253,7 +253,9 @@ class Algorithm:
                     if recurrent:
                         actions, logp, values = self._act_recurrent(obs, t, deterministic)
                     else:
-                        actions, logp, values = self._act(obs, deterministic=deterministic)
+                        actions, logp, values = self._in_collect_chunks(
+                            lambda o: self._act(o, deterministic=deterministic), obs
+                        )
                     if not self._checked_actions:
                         check_actions(actions, self.env.action_spec, n)
                         self._checked_actions = True
@@ -328,7 +330,9 @@ class Algorithm:
         truncated = self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
         copies, steps = truncated.nonzero(as_tuple=True)
         if copies.numel():
-            final_values[copies, steps] = self.policy.values(final_obs_buf[copies, steps])
+            final_values[copies, steps] = self._in_collect_chunks(
+                self.policy.values, final_obs_buf[copies, steps]
+            )
 
     def _collect_stats(self, rewards: torch.Tensor, ends: torch.Tensor | None) -> dict[str, float]:
         hp = self.hparams
@@ -347,9 +351,9 @@ class Algorithm:
         }
         if hp.normalize_rewards:
             trace = discounted_return_trace(
-                rewards, self._discounted_return, gamma=hp.gamma, episode_ends=ends
+                rewards, self._discounted_return, gamma=hp.gamma, episode_ends=ends,
+                out=self.buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0],
             )
-            self.buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0] = trace
             self._discounted_return = trace[:, -1] * (1.0 if ends is None else (~ends[:, -1]).float())
             values["coefficients/reward_scale"] = trace.std(correction=0)
         if ends is not None:
@@ -383,7 +387,7 @@ class Algorithm:
         n, horizon = hp.num_envs, hp.horizon
         buf = self.buffer
 
-        # --- advantages and value targets (GAE over the scaled rewards)
+        # --- advantages and value targets (GAE over the scaled rewards), into the buffer
         values = buf[DataKeys.VALUES][:, :, 0]
         reward_scale = self.state.reward_scale if hp.normalize_rewards else 1.0
         advantages, returns = generalized_advantage_estimate(
@@ -394,24 +398,22 @@ class Algorithm:
             terminated=buf[DataKeys.TERMINATED][:, :horizon, 0],
             truncated=buf[DataKeys.TRUNCATED][:, :horizon, 0],
             final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
+            out=(buf[DataKeys.ADVANTAGES][:, :horizon, 0], buf[DataKeys.RETURNS][:, :horizon, 0]),
         )
-        buf[DataKeys.ADVANTAGES][:, :horizon, 0] = advantages
-        buf[DataKeys.RETURNS][:, :horizon, 0] = returns
         explained_variance = 1.0 - (returns - values[:, :horizon]).var() / (returns.var() + _EPS)
 
-        # --- flatten [N, T] into one batch of N * T samples
+        # --- the update reads chunks straight from the buffer (no flattened copies);
+        # advantages are normalised chunk by chunk with the whole buffer's statistics
+        normalization = None
         if hp.normalize_advantages:
-            advantages = normalize(advantages)
-        view = self._batch_view
-        batch = {
-            DataKeys.OBS: view(buf[DataKeys.OBS][:, :horizon]),
-            DataKeys.ACTIONS: view(buf[DataKeys.ACTIONS][:, :horizon]),
-            DataKeys.LOGP: view(buf[DataKeys.LOGP][:, :horizon]),
-            DataKeys.VALUES: view(buf[DataKeys.VALUES][:, :horizon]),
-            DataKeys.RETURNS: view(returns[..., None]),
-            DataKeys.ADVANTAGES: view(advantages[..., None]),
-            **self._sequence_batch(),
-        }
+            std, mean = torch.std_mean(advantages)
+            normalization = (mean, std + _ADVANTAGE_EPS)
+        batch = UpdateBatch(
+            rows={key: flat_rows(buf[key]) for key in UPDATE_KEYS},
+            units=self._sequence_batch(),
+            unit_rows=self._unit_rows,
+            advantage_normalization=normalization,
+        )
 
         # --- minibatch SGD passes
         sums, passes, grad_norm = self._sgd_passes(batch)
@@ -444,7 +446,7 @@ class Algorithm:
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def _sgd_passes(self, batch: dict[str, Any]) -> tuple[list[float], int, float]:
+    def _sgd_passes(self, batch: UpdateBatch) -> tuple[list[float], int, float]:
         """``num_sgd_iters`` passes of minibatch SGD; returns sample-weighted loss sums.
 
         A minibatch's gradient is the mean over its samples; it is computed in
@@ -476,8 +478,8 @@ class Algorithm:
                 denominator = size if hp.accumulate_grads else mb_size
                 for c_start in range(mb_start, mb_start + mb_size, chunk):
                     c_end = min(c_start + chunk, mb_start + mb_size)
-                    index = order[c_start:c_end] if order is not None else slice(c_start, c_end)
-                    losses = self._chunk_losses({key: value[index] for key, value in batch.items()}, entropy_coeff)
+                    units = order[c_start:c_end] if order is not None else torch.arange(c_start, c_end, device=self.device)
+                    losses = self._chunk_losses(batch.gather(units), entropy_coeff)
                     weight = (c_end - c_start) / denominator
                     loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * weight)
@@ -509,15 +511,36 @@ class Algorithm:
         pass
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
-        return self.policy.values(obs)
+        return self._in_collect_chunks(self.policy.values, obs)
+
+    def _in_collect_chunks(self, fn: Any, *inputs: Any) -> Any:
+        """``fn(*inputs)`` on at most ``collect_chunk_size`` copies at a time, outputs
+        concatenated (a tensor, or a tuple of tensors, per copy)."""
+        copies = inputs[0].shape[0]
+        size = self._collect_chunk_rows
+        if size is None or copies <= size:
+            return fn(*inputs)
+        parts = [fn(*(x[start : start + size] for x in inputs)) for start in range(0, copies, size)]
+        if isinstance(parts[0], torch.Tensor):
+            return torch.cat(parts)
+        return tuple(torch.cat(outputs) for outputs in zip(*parts))
+
+    @property
+    def _collect_chunk_rows(self) -> int | None:
+        size = self.hparams.collect_chunk_size
+        if size == "auto":
+            return _CPU_COLLECT_CHUNK if self.device.type == "cpu" else None
+        return size
 
     def _sequence_batch(self) -> dict[str, torch.Tensor]:
         return {}
 
-    def _batch_view(self, x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
-        """``[N, T, ...]`` rows as update units: ``[N * T, ...]`` here."""
-        rows = x.shape[0] * x.shape[1]
-        return x.reshape(rows) if isinstance(x, TensorDict) else x.reshape(rows, *x.shape[2:])
+    def _unit_rows(self, units: torch.Tensor) -> torch.Tensor:
+        """Rows of the ``[N * (T + 1)]``-flattened buffer holding update units ``units``.
+
+        Unit ``u = n * T + t`` (copy ``n``, step ``t``) is row ``n * (T + 1) + t = u + u // T``.
+        """
+        return units + units // self.hparams.horizon
 
     def _evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk of update units under the current policy."""
@@ -763,8 +786,8 @@ class RecurrentAlgorithm(Algorithm):
                 self._states = torch.zeros_like(self._states)
             self._sequence_states[:, t // self.seq_len] = self._states
             self._seqs += 1
-        actions, logp, values, self._states = self.policy.act_recurrent(
-            obs, self._states, deterministic=deterministic
+        actions, logp, values, self._states = self._in_collect_chunks(
+            lambda o, s: self.policy.act_recurrent(o, s, deterministic=deterministic), obs, self._states
         )
         return actions, logp, values
 
@@ -772,14 +795,17 @@ class RecurrentAlgorithm(Algorithm):
         self._states = self._states * (~done).to(self._states.dtype)
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
-        return self.policy.model(obs, self._states)[1]
+        return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], obs, self._states)
 
-    def _batch_view(self, x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
-        """``[N, T, ...]`` rows as ``[N * T / seq_len, seq_len, ...]`` sequences."""
-        seqs = x.shape[0] * x.shape[1] // self.seq_len
-        if isinstance(x, TensorDict):
-            return x.reshape(seqs, self.seq_len)
-        return x.reshape(seqs, self.seq_len, *x.shape[2:])
+    def _unit_rows(self, units: torch.Tensor) -> torch.Tensor:
+        """``[B, seq_len]`` buffer rows of sequences ``units``.
+
+        Sequence ``s = n * S + j`` (copy ``n``, ``S = T / seq_len`` per copy) starts at
+        row ``n * (T + 1) + j * seq_len = s * seq_len + s // S``.
+        """
+        per_copy = self.hparams.horizon // self.seq_len
+        starts = units * self.seq_len + units // per_copy
+        return starts[:, None] + torch.arange(self.seq_len, device=units.device)
 
     def _sequence_batch(self) -> dict[str, torch.Tensor]:
         horizon = self.hparams.horizon
@@ -787,7 +813,7 @@ class RecurrentAlgorithm(Algorithm):
         # reset before step t if the episode ended at t - 1 (within a sequence only:
         # the stored sequence-start states are already reset)
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
-        resets = self._batch_view(resets).clone()
+        resets = resets.reshape(-1, self.seq_len)
         resets[:, 0] = False
         states = self._sequence_states.reshape(-1, self._sequence_states.shape[-1])
         return {"states": states, "resets": resets}

@@ -72,8 +72,15 @@ def test_truncated_bootstraps_from_the_final_value_by_hand() -> None:
     torch.testing.assert_close(adv, torch.tensor([[2.0, 4.0, 0.0]]))
 
 
+@pytest.mark.parametrize("slice_elements", [None, 13, 40])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_gae_matches_a_reference_loop_on_random_episodes(seed: int) -> None:
+def test_gae_matches_a_reference_loop_on_random_episodes(
+    seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rl8lite.advantages as adv_module
+
+    if slice_elements is not None:  # 1 and 3 copies per slice
+        monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
     g = torch.Generator().manual_seed(seed)
     n, t = 7, 13
     rewards = torch.randn(n, t, generator=g)
@@ -91,6 +98,31 @@ def test_gae_matches_a_reference_loop_on_random_episodes(seed: int) -> None:
     )
     torch.testing.assert_close(adv, torch.tensor(expected), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ret, adv + values[:, :-1])
+
+
+@pytest.mark.parametrize("trace_by_matrix", [True, False])
+def test_gae_and_trace_write_into_given_views(trace_by_matrix: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rl8lite.advantages as adv_module
+
+    if not trace_by_matrix:
+        monkeypatch.setattr(adv_module, "_MAX_TRACE_MATRIX", 0)
+    g = torch.Generator().manual_seed(4)
+    rewards, values = torch.randn(3, 5, generator=g), torch.randn(3, 6, generator=g)
+    ends = torch.rand(3, 5, generator=g) < 0.3
+    storage = torch.zeros(3, 6, 2)  # non-contiguous [3, 5] views, as the buffer's columns
+    out = (storage[:, :5, 0], storage[:, 1:, 1])
+    adv, ret = generalized_advantage_estimate(
+        rewards, values, gamma=0.9, gae_lambda=0.8, terminated=ends, out=out
+    )
+    assert adv.data_ptr() == out[0].data_ptr() and ret.data_ptr() == out[1].data_ptr()
+    expected = generalized_advantage_estimate(rewards, values, gamma=0.9, gae_lambda=0.8, terminated=ends)
+    torch.testing.assert_close(storage[:, :5, 0], expected[0])
+    torch.testing.assert_close(storage[:, 1:, 1], expected[1])
+    trace_view = torch.zeros(3, 6)[:, 1:]
+    trace = discounted_return_trace(rewards, torch.ones(3), gamma=0.9, episode_ends=ends, out=trace_view)
+    assert trace.data_ptr() == trace_view.data_ptr()
+    monkeypatch.undo()
+    torch.testing.assert_close(trace, discounted_return_trace(rewards, torch.ones(3), gamma=0.9, episode_ends=ends))
 
 
 def test_gae_is_pure() -> None:
@@ -130,8 +162,15 @@ def reference_episodes(rewards, ends, carry_ret, carry_len):
     return returns, lengths, new_ret, new_len
 
 
+@pytest.mark.parametrize("slice_elements", [None, 20, 80])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_episode_statistics_match_a_reference_loop(seed: int) -> None:
+def test_episode_statistics_match_a_reference_loop(
+    seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rl8lite.advantages as adv_module
+
+    if slice_elements is not None:  # 1 and 4 copies per slice (the last one shorter)
+        monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
     g = torch.Generator().manual_seed(seed)
     n, t = 6, 20
     rewards = torch.randn(n, t, generator=g)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl8lite import Algorithm, AlgorithmConfig
+from tensordict import TensorDict
+
+from rl8lite import Algorithm, AlgorithmConfig, RecurrentAlgorithm
 from rl8lite.data import DataKeys
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
 from rl8lite.examples import CartPole
+from rl8lite.update_batch import flat_rows
 
 from .helpers import EpisodicCounter
 
@@ -123,6 +126,38 @@ def test_chunking_gives_the_same_update() -> None:
 
     for a, b in zip(params_after(None), params_after(7)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_collecting_in_chunks_of_copies_gives_the_same_rollout(recurrent: bool) -> None:
+    def rollout(chunk: int | None) -> TensorDict:
+        cls, extra = (RecurrentAlgorithm, {"seq_len": 2}) if recurrent else (Algorithm, {})
+        algo = cls(CartPole, num_envs=8, horizon=6, seed=3, env_config={"max_episode_steps": 4},
+                   collect_chunk_size=chunk, **extra)
+        algo.collect(deterministic=True)
+        return algo.buffer.clone()
+
+    whole, chunked = rollout(None), rollout(3)
+    assert whole[DataKeys.TRUNCATED].any()  # final values are computed in chunks too
+    for key in whole.keys(include_nested=True, leaves_only=True):
+        torch.testing.assert_close(chunked[key], whole[key], rtol=1e-6, atol=1e-6, msg=str(key))
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool) -> None:
+    n, horizon = 5, 6
+    if recurrent:
+        algo = RecurrentAlgorithm(CartPole, num_envs=n, horizon=horizon, seq_len=3, seed=0)
+    else:
+        algo = Algorithm(CartPole, num_envs=n, horizon=horizon, seed=0)
+    algo.collect()
+    steps = algo.seq_len
+    units = torch.randperm(n * horizon // steps)
+    for key in (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.VALUES):
+        entry = algo.buffer[key]
+        expected = entry[:, :horizon].reshape(n * horizon // steps, steps, *entry.shape[2:])[units]
+        gathered = flat_rows(entry)[algo._unit_rows(units)]
+        assert torch.equal(gathered.reshape(expected.shape), expected), key
 
 
 @pytest.mark.slow

@@ -33,6 +33,8 @@ INVALID = [
     ("sgd_minibatch_size", 0, r"sgd_minibatch_size must be >= 1"),
     ("sgd_minibatch_size", 10_000, r"sgd_minibatch_size=10000 exceeds the buffer's num_envs \* horizon = 64"),
     ("update_chunk_size", 0, r"update_chunk_size must be >= 1"),
+    ("collect_chunk_size", 0, r"collect_chunk_size must be >= 1"),
+    ("collect_chunk_size", "all", r"collect_chunk_size must be an int or \"auto\" or None, received 'all'"),
     ("accumulate_grads", True, r"accumulate_grads=True needs more than one minibatch"),
     ("normalize_rewards", "yes", r"normalize_rewards must be a bool"),
     ("optimizer_config", {"lr": -1.0}, r"optimizer_config\['lr'\] must be > 0"),
