@@ -32,6 +32,11 @@ Usage:
     python benchmarks/solve.py --envs cartpole --seeds 0 1 2 3 --json out.json
     python benchmarks/solve.py --no-sb3                 # skip SB3 even if installed
     python benchmarks/solve.py --envs rl8-cartpole --rl8 # rl8's example; --rl8 adds rl8 itself (~25 min)
+    python benchmarks/solve.py --envs cartpole --amp     # also enable_amp=True (bf16 autocast on CPU)
+
+``--amp`` runs every rl8lite seed twice, fp32 and ``enable_amp=True``
+(bf16 autocast in the update on CPU), interleaved, and prints whether the
+bf16 median of env steps to solve lies within the fp32 runs' min-max range.
 """
 
 from __future__ import annotations
@@ -270,6 +275,8 @@ def main() -> None:
     parser.add_argument("--no-sb3", action="store_true", help="skip SB3 even if it is installed")
     parser.add_argument("--rl8", action="store_true",
                         help="with rl8-cartpole: also run rl8 1.0.0 itself, one seed (20-25 minutes)")
+    parser.add_argument("--amp", action="store_true",
+                        help="also run rl8lite with enable_amp=True (bf16 autocast on CPU)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -283,10 +290,13 @@ def main() -> None:
     for name in args.envs:
         spec = ENVS[name]
         for seed in args.seeds:
-            result = solve_rl8lite(spec["env_cls"], spec["config"], seed, spec["threshold"],
-                                   spec["max_steps"], args.window, spec.get("metric"))
-            runs.setdefault(f"rl8lite {name}", []).append({"seed": seed, **result})
-            print(f"rl8lite {name:<9} seed {seed}: {result}", flush=True)
+            for amp in (False, True) if args.amp else (False,):
+                label = f"rl8lite {name}" + (" bf16" if amp else "")
+                config = {**spec["config"], "enable_amp": True} if amp else spec["config"]
+                result = solve_rl8lite(spec["env_cls"], config, seed, spec["threshold"],
+                                       spec["max_steps"], args.window, spec.get("metric"))
+                runs.setdefault(label, []).append({"seed": seed, **result})
+                print(f"{label:<22} seed {seed}: {result}", flush=True)
             if name == "cartpole" and use_sb3:
                 result = solve_sb3_cartpole(seed, spec["threshold"], spec["max_steps"], args.window)
                 runs.setdefault("sb3 CartPole-v1", []).append({"seed": seed, **result})
@@ -308,6 +318,11 @@ def main() -> None:
         shown = f"{ratio:.3f} (1/{1 / ratio:.1f})" if 0 < ratio < math.inf else f"{ratio}"
         print(f"\nCartPole wall time to solve, rl8lite / SB3 (medians): {shown};"
               f" per seed: {', '.join(f'{r:.3f}' for r in per_seed)}")
+    for name in args.envs if args.amp else ():
+        fp32, bf16 = rows[f"rl8lite {name}"]["env_steps"], rows[f"rl8lite {name} bf16"]["env_steps"]
+        within = fp32["min"] <= bf16["median"] <= fp32["max"]
+        print(f"{name}: bf16 median env steps to solve {bf16['median']:.0f}, fp32 range"
+              f" {fp32['min']:.0f}-{fp32['max']:.0f}: {'within' if within else 'outside'} the fp32 runs' spread")
     if "rl8 rl8-cartpole" in rows and "rl8lite rl8-cartpole" in rows:
         ours = rows["rl8lite rl8-cartpole"]["seconds"]["median"]
         theirs = rows["rl8 rl8-cartpole"]["seconds"]["median"]

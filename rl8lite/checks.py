@@ -114,10 +114,12 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
     env copies and the time steps affected otherwise.
     """
     leaves = [leaf for name, value in named.items() for leaf in _leaves(name, value)]
-    leaves = [(n, v) for n, v in leaves if v.is_floating_point()]
+    leaves = [(n, v) for n, v in leaves if v.is_floating_point() and v.numel()]
     if not leaves:
         return
-    flags = torch.stack([torch.isfinite(v).all() for _, v in leaves])
+    # min and max propagate NaN and show +-Inf: one pass, no [N, T, ...] temporaries
+    # (isfinite would build float and bool copies of the whole buffer).
+    flags = torch.stack([torch.isfinite(torch.stack(torch.aminmax(v))).all() for _, v in leaves])
     if bool(flags.all()):
         return
     for (name, value), ok in zip(leaves, flags.tolist()):

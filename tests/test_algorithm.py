@@ -109,6 +109,23 @@ def test_minibatches_chunks_and_accumulation_run() -> None:
         assert all(v == v for v in stats.values()), overrides
 
 
+@pytest.mark.parametrize("enable_amp", [False, True])
+def test_amp_on_cpu_runs_the_update_in_bf16_and_the_collect_in_fp32(enable_amp: bool) -> None:
+    algo = Algorithm(CartPole, num_envs=4, horizon=8, seed=0, device="cpu", enable_amp=enable_amp)
+    seen: list[tuple[bool, torch.dtype]] = []
+    algo.policy.model.actor.register_forward_hook(
+        lambda module, args, out: seen.append((torch.is_grad_enabled(), out.dtype))
+    )
+    algo.collect()
+    stats = algo.step()
+    collect_dtypes = {dtype for grad, dtype in seen if not grad}
+    update_dtypes = {dtype for grad, dtype in seen if grad}
+    assert collect_dtypes == {torch.float32}
+    assert update_dtypes == {torch.bfloat16 if enable_amp else torch.float32}
+    assert all(p.dtype == torch.float32 for p in algo.policy.parameters())
+    assert stats["losses/total"] == stats["losses/total"]  # finite, fp32 loss
+
+
 def test_target_kl_stops_passes_early() -> None:
     algo = Algorithm(DiscreteDummyEnv, num_envs=8, horizon=8, seed=0, target_kl_div=1e-12,
                      num_sgd_iters=6, sgd_minibatch_size=16, optimizer_config={"lr": 1e-2})
