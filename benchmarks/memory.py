@@ -10,6 +10,12 @@ an update holds the activations of one chunk (``update_chunk_size`` samples)
 for its backward pass. ``collect+`` and ``update+`` are each phase's own
 transient memory: its high-water mark above the resident size at its start.
 
+By default the workers run with ``MALLOC_MMAP_THRESHOLD_=65536``, so every
+freed block of 64 KiB or more goes back to the OS at once and the peak is what
+training holds live; ``--default-malloc`` measures the resident memory with
+rl8lite's default malloc settings instead (``tune_malloc``: freed memory kept
+for reuse, which is faster and leaves the process larger).
+
 Linux only (reads ``/proc/self/status``).
 
 Usage:
@@ -86,6 +92,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 256, 1024, 4096, 16384])
     parser.add_argument("--update-chunk-size", type=int, default=None)
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="measure with rl8lite's malloc settings (tune_malloc) instead of an"
+                             " allocator that returns every freed block of >= 64 KiB at once")
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -103,8 +112,11 @@ def main() -> None:
         if args.update_chunk_size is not None:
             command += ["--update-chunk-size", str(args.update_chunk_size)]
         # glibc keeps freed blocks below its (self-raising) mmap threshold in the heap,
-        # where the high-water mark would count them twice: return large blocks at once.
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        # where the high-water mark would count them twice: return large blocks at once
+        # (a MALLOC_* setting also makes rl8lite leave malloc alone, see rl8lite.malloc).
+        env = dict(os.environ)
+        if not args.default_malloc:
+            env["MALLOC_MMAP_THRESHOLD_"] = "65536"
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
         r = json.loads(done.stdout.strip().splitlines()[-1])
         rows.append(r)

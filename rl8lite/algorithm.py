@@ -23,6 +23,7 @@ from .data import DataKeys
 from .distributions import Normal, default_distribution_cls
 from .env import Env
 from .losses import PPOLosses, ppo_losses
+from .malloc import keep_freed_memory
 from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
 from .models import DefaultModel, DefaultRecurrentModel, Model
 from .policy import Policy
@@ -109,6 +110,8 @@ class Algorithm:
         config.validate()
         self.env_cls = env_cls
         self.device = resolve_device(config.device)
+        if config.tune_malloc and self.device.type == "cpu":
+            keep_freed_memory()
         if config.seed is not None:
             seed_everything(config.seed)
         self.hparams = dataclasses.replace(

@@ -112,6 +112,13 @@ class AlgorithmConfig:
     #: another chunking draw other random numbers, so actions differ from run to run
     #: only when this (or the device) changes.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
+    #: On a CPU device under Linux/glibc, make malloc keep freed memory for reuse
+    #: (:func:`rl8lite.malloc.keep_freed_memory`, process-wide, applied once and not
+    #: undone): the update's temporaries stop page-faulting, measured 5-35% faster
+    #: updates at 256-1024 envs on one thread (2x256 MLPs). The process's resident
+    #: memory then stays near its peak. Skipped when ``MALLOC_*`` settings are in the
+    #: environment.
+    tune_malloc: bool = True
     #: ``torch.compile`` the policy's sampling step (feedforward collects) and the
     #: update's loss (forward and backward); costs ~10-20 s of compilation on the
     #: first collect and update. The update equals eager's within float tolerance;
@@ -173,7 +180,7 @@ class AlgorithmConfig:
                 "accumulate_grads=True needs more than one minibatch; set"
                 " sgd_minibatch_size below num_envs * horizon or disable accumulate_grads"
             )
-        for name in ("compile", "shuffle_minibatches", "normalize_advantages", "normalize_rewards",
+        for name in ("compile", "tune_malloc", "shuffle_minibatches", "normalize_advantages", "normalize_rewards",
                      "accumulate_grads", "enable_amp"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, received {getattr(self, name)!r}")

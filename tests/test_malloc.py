@@ -1,0 +1,61 @@
+"""The process-wide malloc settings CPU training applies (rl8lite.malloc)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import rl8lite.algorithm
+from rl8lite import Algorithm, malloc
+from rl8lite.env import DiscreteDummyEnv
+
+# A child process: page faults of an allocate-and-free loop of 2 MiB blocks, with
+# and without the settings. 96 MiB freed at once exceeds any trim threshold glibc's
+# dynamic adjustment can reach (2 x 32 MiB), so by default it is usually trimmed and
+# faulted in again every round (~245k faults; not always: when another block sits
+# above it in the heap nothing can be trimmed). With the settings, never.
+CHILD = """
+import resource, sys
+import torch
+from rl8lite import malloc
+if sys.argv[1] == "1":
+    assert malloc.keep_freed_memory()
+    assert malloc.keep_freed_memory()  # idempotent
+def churn():
+    for _ in range(10):
+        blocks = [torch.ones(512, 1024) for _ in range(48)]  # 2 MiB each, touched
+        del blocks
+churn()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+churn()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def child_page_faults(apply: bool) -> int:
+    env = {k: v for k, v in os.environ.items() if k not in malloc.USER_SETTINGS}
+    done = subprocess.run([sys.executable, "-c", CHILD, "1" if apply else "0"], env=env,
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings are Linux-only")
+def test_settings_stop_the_allocate_free_page_faults() -> None:
+    assert child_page_faults(True) < 100
+
+
+def test_user_malloc_settings_in_the_environment_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(malloc, "_applied", False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert malloc.keep_freed_memory() is False
+
+
+@pytest.mark.parametrize("tune_malloc", [True, False])
+def test_cpu_algorithms_apply_it_unless_told_not_to(tune_malloc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    monkeypatch.setattr(rl8lite.algorithm, "keep_freed_memory", lambda: calls.append(True) or True)
+    Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, device="cpu", tune_malloc=tune_malloc)
+    assert calls == ([True] if tune_malloc else [])
