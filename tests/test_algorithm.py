@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from tensordict import TensorDict
 
 from rl8lite import Algorithm, AlgorithmConfig, RecurrentAlgorithm
