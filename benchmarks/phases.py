@@ -6,7 +6,7 @@ one torch thread. For each env count it reports the median over ``--repeats``
 iterations of:
 
 - collect: the whole ``Algorithm.collect()``, split into the policy's sampling
-  step (``policy.act``), the env's ``step`` (both timed alone, times the
+  step (``policy.act``, on ``collect_chunk_size`` copies at a time), the env's ``step`` (both timed alone, times the
   horizon) and the rest (buffer writes, bootstrap values, statistics);
 - update: the whole ``Algorithm.step()``, split with ``torch.profiler`` into
   matrix multiplies (``aten::mm``/``addmm``: forward and backward of the
@@ -108,7 +108,7 @@ def phases(num_envs: int, repeats: int) -> dict[str, Any]:
     actions = torch.ones(num_envs, 1, dtype=torch.long)
     calls = max(10, 2048 // num_envs)
     with torch.inference_mode():
-        act_ms = per_call_ms(lambda: algo.policy.act(obs), calls) * horizon
+        act_ms = per_call_ms(lambda: algo._in_collect_chunks(algo.policy.act, obs), calls) * horizon
         env_ms = per_call_ms(lambda: algo.env.step(actions), calls) * horizon
     algo.env.reset()
     med = statistics.median
