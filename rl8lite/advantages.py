@@ -36,8 +36,8 @@ def generalized_advantage_estimate(
         truncated: ``[N, T]`` bool; the episode was cut short (bootstrapped).
         final_values: ``[N, T]`` values of the last state of truncated episodes;
             required where ``truncated`` is set.
-        out: Optional ``[N, T]`` tensors (views allowed) to write
-            ``(advantages, returns)`` into instead of allocating them.
+        out: Optional ``[N, T]`` tensors (views allowed, not overlapping the
+            inputs) to write ``(advantages, returns)`` into instead of allocating them.
 
     Returns:
         ``(advantages, returns)``, each ``[N, T]``, with ``returns = advantages + values[:, :T]``.
@@ -51,34 +51,53 @@ def generalized_advantage_estimate(
         delta_t = r_t + gamma * v'_t - V_t
         A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1},   A_T = 0.
 
-    Copies are independent: large inputs are processed a slice of copies at a
-    time, so temporaries stay a few hundred KiB whatever ``N``.
+    The result has the promoted floating dtype of ``rewards`` and ``values``.
+    Temporaries beyond two time-major ``[T, N]`` arrays stay a few hundred KiB
+    whatever ``N`` (they are built a slice of copies at a time).
     """
     if truncated is not None and final_values is None:
         raise ValueError("final_values is required when truncated is given")
-    advantages, returns = out if out is not None else (torch.empty_like(rewards), torch.empty_like(rewards))
-    for rows in copy_slices(*rewards.shape):
-        adv = _gae_rows(
-            rewards[rows], values[rows], gamma, gae_lambda,
+    num_envs, num_steps = rewards.shape
+    dtype = torch.result_type(rewards, values)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
+    # Time-major [T, N]: the backward recursion then reads rows, not strides. Deltas and
+    # decays are built a slice of copies at a time (few temporaries), the recursion runs
+    # once over all copies and overwrites the deltas with the advantages.
+    deltas_tm = torch.empty(num_steps, num_envs, dtype=dtype, device=rewards.device)
+    decay_tm = torch.empty_like(deltas_tm)
+    for rows in copy_slices(num_envs, num_steps):
+        deltas, continues = _deltas_and_continues(
+            rewards[rows].to(dtype), values[rows].to(dtype), gamma,
             None if terminated is None else terminated[rows],
             None if truncated is None else truncated[rows],
-            None if final_values is None else final_values[rows],
+            None if final_values is None else final_values[rows].to(dtype),
         )
-        advantages[rows] = adv
-        returns[rows] = adv + values[rows, :-1]
+        deltas_tm[:, rows] = deltas.t()
+        decay_tm[:, rows] = (gamma * gae_lambda * continues).t()
+    running = torch.zeros_like(deltas_tm[0])
+    for t in range(num_steps - 1, -1, -1):
+        running = deltas_tm[t] + decay_tm[t] * running
+        deltas_tm[t] = running
+    del decay_tm
+    if out is None:
+        advantages = deltas_tm.t()
+        return advantages, advantages + values[:, :-1]
+    advantages, returns = out
+    advantages.copy_(deltas_tm.t())
+    for rows in copy_slices(num_envs, num_steps):
+        returns[rows] = deltas_tm[:, rows].t() + values[rows, :-1]
     return advantages, returns
 
 
-def _gae_rows(
+def _deltas_and_continues(
     rewards: torch.Tensor,
     values: torch.Tensor,
     gamma: float,
-    gae_lambda: float,
     terminated: torch.Tensor | None,
     truncated: torch.Tensor | None,
     final_values: torch.Tensor | None,
-) -> torch.Tensor:
-    num_steps = rewards.shape[1]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``delta_t`` and ``1 - d_t`` (see :func:`generalized_advantage_estimate`), ``[n, T]`` each."""
     next_values = values[:, 1:]
     continues = torch.ones_like(rewards)
     if truncated is not None:
@@ -88,16 +107,7 @@ def _gae_rows(
     if terminated is not None:
         next_values = torch.where(terminated, torch.zeros_like(next_values), next_values)
         continues = continues * (~terminated).to(rewards.dtype)
-    deltas = rewards + gamma * next_values - values[:, :-1]
-    # Time-major, contiguous copies: the backward recursion then reads rows, not strides.
-    deltas_tm = deltas.t().contiguous()
-    decay_tm = (gamma * gae_lambda * continues).t().contiguous()
-    advantages_tm = torch.empty_like(deltas_tm)
-    running = torch.zeros_like(deltas_tm[0])
-    for t in range(num_steps - 1, -1, -1):
-        running = deltas_tm[t] + decay_tm[t] * running
-        advantages_tm[t] = running
-    return advantages_tm.t()
+    return rewards + gamma * next_values - values[:, :-1], continues
 
 
 #: Elements of ``[copies, T]`` per slice in the per-copy computations here.

@@ -115,10 +115,10 @@ class AlgorithmConfig:
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: On a CPU device under Linux/glibc, make malloc keep freed memory for reuse
     #: (:func:`rl8lite.malloc.keep_freed_memory`, process-wide, applied once and not
-    #: undone): the update's temporaries stop page-faulting, measured 5-35% faster
+    #: undone): the update's temporaries stop page-faulting, measured 12-14% faster
     #: updates at 256-1024 envs on one thread (2x256 MLPs). The process's resident
-    #: memory then stays near its peak. Skipped when ``MALLOC_*`` settings are in the
-    #: environment.
+    #: memory then stays near its peak. Skipped when a ``MALLOC_*`` variable or malloc
+    #: ``GLIBC_TUNABLES`` are in the environment.
     tune_malloc: bool = True
     #: ``torch.compile`` the policy's sampling step (feedforward collects) and the
     #: update's loss (forward and backward); costs ~10-20 s of compilation on the

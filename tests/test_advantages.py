@@ -202,3 +202,13 @@ def test_discounted_trace_matrix_path_equals_the_loop(with_ends: bool, monkeypat
     monkeypatch.setattr(adv, "_MAX_TRACE_MATRIX", 0)  # force the T-step loop
     slow = adv.discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
     torch.testing.assert_close(fast, slow)
+
+
+def test_gae_promotes_to_a_floating_dtype() -> None:
+    values = torch.tensor([[0.5, 0.25, 0.1, 0.3]])
+    adv, ret = generalized_advantage_estimate(torch.tensor([[1, 0, 1]]), values, gamma=0.9, gae_lambda=0.95)
+    expected = generalized_advantage_estimate(torch.tensor([[1.0, 0.0, 1.0]]), values, gamma=0.9, gae_lambda=0.95)
+    assert adv.dtype == ret.dtype == torch.float32
+    torch.testing.assert_close((adv, ret), expected)
+    half = generalized_advantage_estimate(torch.ones(2, 3, dtype=torch.bfloat16), torch.ones(2, 4), gamma=0.9, gae_lambda=0.9)
+    assert half[0].dtype == torch.float32

@@ -36,7 +36,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def child_page_faults(apply: bool) -> int:
-    env = {k: v for k, v in os.environ.items() if k not in malloc.USER_SETTINGS}
+    env = {k: v for k, v in os.environ.items() if k not in malloc.user_malloc_settings()}
     done = subprocess.run([sys.executable, "-c", CHILD, "1" if apply else "0"], env=env,
                           capture_output=True, text=True, check=True)
     return int(done.stdout.split()[-1])
@@ -47,10 +47,20 @@ def test_settings_stop_the_allocate_free_page_faults() -> None:
     assert child_page_faults(True) < 100
 
 
-def test_user_malloc_settings_in_the_environment_win(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "name, value", [("MALLOC_TRIM_THRESHOLD_", "131072"), ("MALLOC_ARENA_MAX", "2"),
+                    ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072")]
+)
+def test_user_malloc_settings_in_the_environment_win(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(malloc, "_applied", False)
-    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    for other in malloc.user_malloc_settings():
+        monkeypatch.delenv(other)
+    monkeypatch.setenv(name, value)
+    assert malloc.user_malloc_settings() == [name]
     assert malloc.keep_freed_memory() is False
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0")  # not malloc's
+    monkeypatch.delenv(name)
+    assert malloc.user_malloc_settings() == []
 
 
 @pytest.mark.parametrize("tune_malloc", [True, False])

@@ -58,7 +58,10 @@ def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
 class MLP(nn.Sequential):
     """An ``nn.Sequential`` of linear layers and activations whose forward skips
     each layer's ``__call__`` (hook dispatch): ~25% of a small batch's forward
-    time on CPU (8 rows, 2x256 layers). Hooks on the MLP itself still run."""
+    time on CPU (8 rows, 2x256 layers). Hooks on the MLP itself still run; hooks
+    on its layers (and hook-based tools such as ``torch.nn.utils.prune`` or the
+    old ``spectral_norm`` applied to a layer) do not: wrap the layers in a plain
+    ``nn.Sequential`` in a custom model for those."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         for layer in self:
