@@ -80,7 +80,7 @@ def measure(num_envs: int, chunk: int | None) -> dict[str, Any]:
     held = stats["memory/buffer_bytes"] + stats["memory/model_bytes"] + stats["memory/optimizer_bytes"]
     steps = num_envs * (algo.hparams.horizon + 1)
     return {
-        "num_envs": num_envs, "update_chunk_size": algo.hparams.update_chunk_size,
+        "num_envs": num_envs, "update_chunk_size": algo.update_chunk_samples,
         "buffer_bytes": stats["memory/buffer_bytes"], "model_bytes": stats["memory/model_bytes"],
         "optimizer_bytes": stats["memory/optimizer_bytes"], "held_bytes": held, "peak_bytes": peak,
         "peak_over_held": peak / held, "collect_transient_bytes": transient["collect"],

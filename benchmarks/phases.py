@@ -117,7 +117,7 @@ def phases(num_envs: int, repeats: int) -> dict[str, Any]:
     heads = (algo.policy.distribution_cls.num_inputs(algo.env.action_spec), 1)  # actor, critic
     flops = update_flops(samples, flat_obs_size(algo.env.observation_spec), hiddens, heads,
                          RL8_DEFAULTS["num_sgd_iters"])
-    rate = gemm_gflops(min(samples, algo.hparams.update_chunk_size or samples), hiddens[-1])
+    rate = gemm_gflops(min(samples, algo.update_chunk_samples or samples), hiddens[-1])
     collect, update = med(collect_ms), med(update_ms)
     return {
         "num_envs": num_envs,

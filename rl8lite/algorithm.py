@@ -35,6 +35,8 @@ _EPS = 1e-8
 _ADVANTAGE_EPS = 1e-8
 #: ``collect_chunk_size="auto"`` on CPU: copies per policy forward while collecting.
 _CPU_COLLECT_CHUNK = 2048
+#: ``update_chunk_size="auto"`` on CPU: samples per forward/backward of the update.
+_CPU_UPDATE_CHUNK = 2048
 
 
 @dataclass
@@ -461,10 +463,11 @@ class Algorithm:
         unit = self.seq_len
         size = hp.num_envs * hp.horizon // unit
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
-        chunk = max(1, (hp.update_chunk_size or minibatch * unit) // unit)
+        chunk = max(1, (self.update_chunk_samples or minibatch * unit) // unit)
         # A tensor, so that a compiled loss is not recompiled when the schedule moves it.
         entropy_coeff = torch.tensor(self.entropy_scheduler.coeff, device=self.device)
         sums = torch.zeros(7, device=self.device, dtype=torch.float64)
+        one = torch.ones((), device=self.device, dtype=torch.float64)  # made once: no copy per chunk
         grad_norms: list[torch.Tensor] = []
         passes = 0
         for _ in range(hp.num_sgd_iters):
@@ -487,7 +490,7 @@ class Algorithm:
                     loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * weight)
                     count = (c_end - c_start) * unit
-                    chunk_sums = torch.stack([*(x.detach().double() for x in losses), torch.tensor(1.0, dtype=torch.float64, device=self.device)]) * count
+                    chunk_sums = torch.stack([*(x.detach().double() for x in losses), one]) * count
                     sums += chunk_sums
                     pass_kl += losses.kl_div.detach().double() * count
                 if not hp.accumulate_grads:
@@ -527,6 +530,14 @@ class Algorithm:
         if isinstance(parts[0], torch.Tensor):
             return torch.cat(parts)
         return tuple(torch.cat(outputs) for outputs in zip(*parts))
+
+    @property
+    def update_chunk_samples(self) -> int | None:
+        """``update_chunk_size`` resolved for this device (``None``: whole minibatches)."""
+        size = self.hparams.update_chunk_size
+        if size == "auto":
+            return _CPU_UPDATE_CHUNK if self.device.type == "cpu" else None
+        return size
 
     @property
     def _collect_chunk_rows(self) -> int | None:

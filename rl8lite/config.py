@@ -99,11 +99,13 @@ class AlgorithmConfig:
     #: Largest number of samples in one forward/backward of the update; larger
     #: minibatches are processed in chunks whose gradients add up to the same
     #: update (cache-friendlier on CPUs, and it bounds the activations' memory).
-    #: ``None``: no chunking. With 2x256 MLPs on one CPU thread, 4096 measured 1.5x
-    #: faster than whole-buffer passes and ~1.15x faster than 8192 at 1024-4096 envs,
-    #: and 2048 another 5-10% faster than 4096 at 256-4096 envs; a chunk's
-    #: activations take ~6 KB per sample (12 MiB at 2048).
-    update_chunk_size: int | None = 2048
+    #: ``None``: no chunking. ``"auto"``: 2048 on CPU, no chunking on other devices.
+    #: With 2x256 MLPs on one CPU thread, 4096 measured 1.5x faster than whole-buffer
+    #: passes and ~1.15x faster than 8192 at 1024-4096 envs, and 2048 another 5-10%
+    #: faster than 4096 at 256-4096 envs; a chunk's activations take ~6 KB per sample
+    #: (12 MiB at 2048). On an H100, 2048-sample chunks made a full iteration 15-45x
+    #: slower than whole-buffer passes at 4096-65536 envs.
+    update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Largest number of env copies in one policy forward while collecting (sampling,
     #: bootstrap and final values); ``None``: all copies at once. ``"auto"``:
     #: 2048 on CPU, where sampling measured 10-15% faster than one forward at
@@ -172,8 +174,8 @@ class AlgorithmConfig:
                     f"sgd_minibatch_size={self.sgd_minibatch_size} exceeds the buffer's"
                     f" num_envs * horizon = {batch}"
                 )
-        if self.update_chunk_size is not None:
-            _check_int(self, "update_chunk_size", minimum=1)
+        if self.update_chunk_size not in (None, "auto"):
+            _check_int(self, "update_chunk_size", minimum=1, also='"auto" or None')
         if self.collect_chunk_size not in (None, "auto"):
             _check_int(self, "collect_chunk_size", minimum=1, also='"auto" or None')
         if self.accumulate_grads and self.num_minibatches == 1:

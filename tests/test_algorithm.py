@@ -132,6 +132,18 @@ def test_target_kl_stops_passes_early() -> None:
     assert algo.step()["monitors/sgd_iters"] == 1
 
 
+def test_auto_chunk_sizes_resolve_per_device() -> None:
+    algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu")
+    assert (algo.hparams.update_chunk_size, algo.hparams.collect_chunk_size) == ("auto", "auto")
+    assert (algo.update_chunk_samples, algo._collect_chunk_rows) == (2048, 2048)
+    explicit = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu",
+                         update_chunk_size=None, collect_chunk_size=3)
+    assert (explicit.update_chunk_samples, explicit._collect_chunk_rows) == (None, 3)
+    if torch.cuda.is_available():
+        gpu = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cuda")
+        assert (gpu.update_chunk_samples, gpu._collect_chunk_rows) == (None, None)
+
+
 def test_chunking_gives_the_same_update() -> None:
     def params_after(chunk: int | None) -> list[torch.Tensor]:
         algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=5, update_chunk_size=chunk,

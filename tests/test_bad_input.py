@@ -33,6 +33,7 @@ INVALID = [
     ("sgd_minibatch_size", 0, r"sgd_minibatch_size must be >= 1"),
     ("sgd_minibatch_size", 10_000, r"sgd_minibatch_size=10000 exceeds the buffer's num_envs \* horizon = 64"),
     ("update_chunk_size", 0, r"update_chunk_size must be >= 1"),
+    ("update_chunk_size", "whole", r"update_chunk_size must be an int or \"auto\" or None, received 'whole'"),
     ("collect_chunk_size", 0, r"collect_chunk_size must be >= 1"),
     ("collect_chunk_size", "all", r"collect_chunk_size must be an int or \"auto\" or None, received 'all'"),
     ("accumulate_grads", True, r"accumulate_grads=True needs more than one minibatch"),
