@@ -534,17 +534,17 @@ class Algorithm:
     @property
     def update_chunk_samples(self) -> int | None:
         """``update_chunk_size`` resolved for this device (``None``: whole minibatches)."""
-        size = self.hparams.update_chunk_size
-        if size == "auto":
-            return _CPU_UPDATE_CHUNK if self.device.type == "cpu" else None
-        return size
+        return self._resolve_chunk(self.hparams.update_chunk_size, _CPU_UPDATE_CHUNK)
 
     @property
     def _collect_chunk_rows(self) -> int | None:
-        size = self.hparams.collect_chunk_size
+        return self._resolve_chunk(self.hparams.collect_chunk_size, _CPU_COLLECT_CHUNK)
+
+    def _resolve_chunk(self, size: int | str | None, cpu_size: int) -> int | None:
+        """A chunk-size setting: ``"auto"`` is ``cpu_size`` on CPU and no chunking elsewhere."""
         if size == "auto":
-            return _CPU_COLLECT_CHUNK if self.device.type == "cpu" else None
-        return size
+            return cpu_size if self.device.type == "cpu" else None
+        return None if size is None else int(size)
 
     def _sequence_batch(self) -> dict[str, torch.Tensor]:
         return {}
