@@ -6,8 +6,9 @@ one torch thread. For each env count it reports the median over ``--repeats``
 iterations of:
 
 - collect: the whole ``Algorithm.collect()``, split into the policy's sampling
-  step (``policy.act``, on ``collect_chunk_size`` copies at a time), the env's ``step`` (both timed alone, times the
-  horizon) and the rest (buffer writes, bootstrap values, statistics);
+  step (``policy.act``, on ``collect_chunk_size`` copies at a time), the env's
+  ``step`` (both timed alone, times the horizon) and the rest (buffer writes,
+  bootstrap values, statistics);
 - update: the whole ``Algorithm.step()``, split with ``torch.profiler`` into
   matrix multiplies (``aten::mm``/``addmm``: forward and backward of the
   linear layers), the optimizer step, and the rest (elementwise forward and

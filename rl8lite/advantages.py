@@ -120,10 +120,16 @@ def copy_slices(num_copies: int, num_steps: int) -> list[slice]:
     return [slice(start, min(start + per_slice, num_copies)) for start in range(0, num_copies, per_slice)]
 
 
+def normalization(x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std + eps)`` over every element: :func:`normalize`'s shift and scale."""
+    std, mean = torch.std_mean(x)
+    return mean, std + eps
+
+
 def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` over every element."""
-    std, mean = torch.std_mean(x)
-    return (x - mean) / (std + eps)
+    mean, scale = normalization(x, eps)
+    return (x - mean) / scale
 
 
 def discounted_return_trace(

@@ -16,7 +16,12 @@ import torch
 from tensordict import TensorDict
 
 from . import __version__
-from .advantages import discounted_return_trace, episode_statistics, generalized_advantage_estimate
+from .advantages import (
+    discounted_return_trace,
+    episode_statistics,
+    generalized_advantage_estimate,
+    normalization,
+)
 from .checks import NonFiniteError, assert_finite, check_actions, check_batch, check_step_output
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig, resolve_device
 from .data import DataKeys
@@ -31,8 +36,6 @@ from .schedulers import EntropyScheduler, LRScheduler
 from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
 _EPS = 1e-8
-#: Added to the advantages' std when normalising them.
-_ADVANTAGE_EPS = 1e-8
 #: ``collect_chunk_size="auto"`` on CPU: copies per policy forward while collecting.
 _CPU_COLLECT_CHUNK = 2048
 #: ``update_chunk_size="auto"`` on CPU: samples per forward/backward of the update.
@@ -409,15 +412,11 @@ class Algorithm:
 
         # --- the update reads chunks straight from the buffer (no flattened copies);
         # advantages are normalised chunk by chunk with the whole buffer's statistics
-        normalization = None
-        if hp.normalize_advantages:
-            std, mean = torch.std_mean(advantages)
-            normalization = (mean, std + _ADVANTAGE_EPS)
         batch = UpdateBatch(
             rows={key: flat_rows(buf[key]) for key in UPDATE_KEYS},
             units=self._sequence_batch(),
             unit_rows=self._unit_rows,
-            advantage_normalization=normalization,
+            advantage_normalization=normalization(advantages) if hp.normalize_advantages else None,
         )
 
         # --- minibatch SGD passes

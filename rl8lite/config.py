@@ -111,9 +111,8 @@ class AlgorithmConfig:
     #: 2048 on CPU, where sampling measured 10-15% faster than one forward at
     #: 4096-16384 envs and 1.9x at 65536 (2x256 MLPs, one thread; the activations
     #: stay in cache) and the forward's memory is bounded, and all copies at once on
-    #: other devices. Copies sampled in
-    #: another chunking draw other random numbers, so actions differ from run to run
-    #: only when this (or the device) changes.
+    #: other devices. Copies sampled in another chunking draw other random numbers,
+    #: so actions differ from run to run only when this (or the device) changes.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: On a CPU device under Linux/glibc, make malloc keep freed memory for reuse
     #: (:func:`rl8lite.malloc.keep_freed_memory`, process-wide, applied once and not

@@ -45,8 +45,9 @@ class UpdateBatch:
         units: Per-unit tensors (e.g. a sequence's initial state), indexed by unit.
         unit_rows: Maps ``[B]`` unit indices to the ``rows`` index of their samples
             (``[B]``, or ``[B, L]`` for sequences of ``L`` steps).
-        advantage_normalization: ``(mean, std + eps)`` of the buffer's advantages,
-            applied to each chunk, or ``None`` to use them as they are.
+        advantage_normalization: ``(mean, std + eps)`` of the buffer's advantages
+            (:func:`rl8lite.advantages.normalization`), applied to each chunk as
+            :func:`~rl8lite.advantages.normalize` would, or ``None`` to use them as they are.
     """
 
     rows: dict[str, Any]
