@@ -56,15 +56,28 @@ CONFIG: dict[str, Any] = {
 }
 
 
+def plain_mlp(model: nn.Sequential) -> nn.Sequential:
+    """The same layers and initial weights as plain ``nn.Linear`` in an ``nn.Sequential``
+    (rl8lite's MLP and its ``Linear`` change how the forward and backward run, not the math)."""
+    layers: list[nn.Module] = []
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            plain = nn.Linear(layer.in_features, layer.out_features)
+            plain.load_state_dict(layer.state_dict())
+            layer = plain
+        layers.append(layer)
+    return nn.Sequential(*layers)
+
+
 class BareLoop:
     """PPO on CartPole with plain torch: what rl8lite does, minus the library."""
 
     def __init__(self, num_envs: int, horizon: int, hiddens: list[int], num_sgd_iters: int) -> None:
         self.env = CartPole(num_envs, horizon)
         self.n, self.t = num_envs, horizon
-        # Plain nn.Sequential, as a hand-written loop (and rl8) would have it.
-        self.actor = nn.Sequential(*mlp(4, hiddens, 2, "relu", out_gain=0.01))
-        self.critic = nn.Sequential(*mlp(4, hiddens, 1, "relu", out_gain=1.0))
+        # Plain nn.Sequential of nn.Linear, as a hand-written loop (and rl8) would have it.
+        self.actor = plain_mlp(mlp(4, hiddens, 2, "relu", out_gain=0.01))
+        self.critic = plain_mlp(mlp(4, hiddens, 1, "relu", out_gain=1.0))
         params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(params, lr=1e-3, fused=True)  # as rl8lite's default
         self.params = params

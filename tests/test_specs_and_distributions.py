@@ -145,3 +145,30 @@ def test_mlp_forward_equals_plain_sequential_and_keeps_its_own_hooks() -> None:
     fast(x)
     assert seen == [(5, 3)]
     assert list(fast.state_dict()) == list(plain.state_dict())
+
+
+@pytest.mark.parametrize("rows", [8, 256])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_gives_nn_linear_outputs_and_gradients_on_both_paths(rows: int, bias: bool) -> None:
+    from rl8lite.models.mlp import Linear
+
+    torch.manual_seed(0)
+    plain = torch.nn.Linear(5, 64, bias=bias)
+    fast = Linear(5, 64, bias=bias)
+    fast.load_state_dict(plain.state_dict())
+    x = torch.randn(rows, 5, requires_grad=True)
+    g = torch.randn(rows, 64)
+    for layer in (plain, fast):
+        layer(x).backward(g)
+    torch.testing.assert_close(fast(x), plain(x))
+    assert x.grad is not None
+    for p_fast, p_plain in zip(fast.parameters(), plain.parameters()):
+        assert p_fast.grad is not None and p_plain.grad is not None
+        assert p_fast.grad.is_contiguous() and p_fast.grad.shape == p_plain.grad.shape
+        torch.testing.assert_close(p_fast.grad, p_plain.grad)
+    # A second backward accumulates (chunked updates rely on it).
+    fast(x).backward(g)
+    torch.testing.assert_close(fast.weight.grad, 2 * plain.weight.grad, rtol=1e-5, atol=1e-4)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(x), plain(x))
+    assert list(fast.state_dict()) == list(plain.state_dict())

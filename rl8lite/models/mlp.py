@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from tensordict import TensorDict
 from torch import nn
 
@@ -55,6 +56,40 @@ def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
     return torch.cat(parts, dim=-1)
 
 
+#: Rows from which :class:`Linear` computes a widening layer's weight gradient as ``x^T g``.
+_TRANSPOSED_GRAD_MIN_ROWS = 64
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters, same math) whose backward is faster where the
+    layer widens (``in_features < out_features``, e.g. an MLP's first layer).
+
+    ``F.linear`` multiplies by the transposed view of the ``[out, in]`` weight, and
+    its backward then computes the weight gradient as ``g^T x`` (``[out, B] @ [B, in]``),
+    a product whose narrow output (``in`` columns) MKL runs 5-8x below its usual
+    rate: 1.4 ms against 0.18 ms at 2048 rows for a 5 -> 256 layer on one core.
+    Multiplying by a contiguous copy of ``W^T`` instead makes the backward compute
+    ``x^T g`` (``[in, B] @ [B, out]``); the copy is ``in * out`` elements. Below
+    ``_TRANSPOSED_GRAD_MIN_ROWS`` rows, and without autograd, the plain path is
+    as fast or faster.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Grad mode first: exports and collects (no autograd) never test the batch size.
+        if (
+            torch.is_grad_enabled()
+            and self.weight.requires_grad
+            and self.in_features < self.out_features
+            and x.dim() == 2
+            and x.shape[0] >= _TRANSPOSED_GRAD_MIN_ROWS
+        ):
+            weight_t = self.weight.t().contiguous()
+            if self.bias is None:
+                return x @ weight_t
+            return torch.addmm(self.bias, x, weight_t)
+        return F.linear(x, self.weight, self.bias)
+
+
 class MLP(nn.Sequential):
     """An ``nn.Sequential`` of linear layers and activations whose forward skips
     each layer's ``__call__`` (hook dispatch): ~25% of a small batch's forward
@@ -78,12 +113,12 @@ def mlp(
     layers: list[nn.Module] = []
     width = in_features
     for hidden in hiddens:
-        linear = nn.Linear(width, hidden)
+        linear = Linear(width, hidden)
         nn.init.orthogonal_(linear.weight, math.sqrt(2))
         nn.init.zeros_(linear.bias)
         layers += [linear, _ACTIVATIONS[activation]()]
         width = hidden
-    head = nn.Linear(width, out_features)
+    head = Linear(width, out_features)
     nn.init.orthogonal_(head.weight, out_gain)
     nn.init.zeros_(head.bias)
     layers.append(head)
