@@ -57,14 +57,17 @@ CONFIG: dict[str, Any] = {
 
 
 def plain_mlp(model: nn.Sequential) -> nn.Sequential:
-    """The same layers and initial weights as plain ``nn.Linear`` in an ``nn.Sequential``
-    (rl8lite's MLP and its ``Linear`` change how the forward and backward run, not the math)."""
+    """The same layers and initial weights as plain ``nn.Linear`` and out-of-place ``nn.ReLU``
+    in an ``nn.Sequential`` (rl8lite's MLP, its ``Linear`` and its in-place activations change
+    how the forward and backward run, not the math)."""
     layers: list[nn.Module] = []
     for layer in model:
         if isinstance(layer, nn.Linear):
             plain = nn.Linear(layer.in_features, layer.out_features)
             plain.load_state_dict(layer.state_dict())
             layer = plain
+        elif isinstance(layer, nn.ReLU):
+            layer = nn.ReLU()
         layers.append(layer)
     return nn.Sequential(*layers)
 

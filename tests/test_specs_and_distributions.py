@@ -172,3 +172,27 @@ def test_linear_gives_nn_linear_outputs_and_gradients_on_both_paths(rows: int, b
     with torch.inference_mode():
         torch.testing.assert_close(fast(x), plain(x))
     assert list(fast.state_dict()) == list(plain.state_dict())
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "elu"])
+def test_mlp_gradients_equal_a_plain_out_of_place_mlp(activation: str) -> None:
+    from rl8lite.models.mlp import mlp
+
+    torch.manual_seed(0)
+    fast = mlp(5, [128, 128], 3, activation, out_gain=1.0)
+    plain_activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "elu": torch.nn.ELU}[activation]
+    layers: list[torch.nn.Module] = []
+    for layer in fast:
+        if isinstance(layer, torch.nn.Linear):
+            copy = torch.nn.Linear(layer.in_features, layer.out_features)
+            copy.load_state_dict(layer.state_dict())
+            layers.append(copy)
+        else:
+            layers.append(plain_activation())
+    plain = torch.nn.Sequential(*layers)
+    x = torch.randn(300, 5)  # enough rows for Linear's transposed weight gradient
+    for model in (fast, plain):
+        model(x).square().sum().backward()
+    torch.testing.assert_close(fast(x), plain(x))
+    for p_fast, p_plain in zip(fast.parameters(), plain.parameters()):
+        torch.testing.assert_close(p_fast.grad, p_plain.grad, rtol=1e-5, atol=1e-5)
