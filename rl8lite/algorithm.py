@@ -134,6 +134,7 @@ class Algorithm:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         self.buffer = self._allocate_buffer()
         self._act = torch.compile(self.policy.act) if config.compile else self.policy.act
+        self._sample = torch.compile(self.policy.sample) if config.compile else self.policy.sample
         self._chunk_losses = (
             torch.compile(self._chunk_losses_eager) if config.compile else self._chunk_losses_eager
         )
@@ -255,11 +256,17 @@ class Algorithm:
 
             # --- rollout: plain tensor writes into buffer slices, no host sync
             recurrent = self.policy.recurrent
+            # A separable model's values come from one batched pass after the rollout.
+            values_after = not recurrent and self.policy.separable
             t = 0
             try:
                 for t in range(horizon):
                     if recurrent:
                         actions, logp, values = self._act_recurrent(obs, t, deterministic)
+                    elif values_after:
+                        actions, logp = self._in_collect_chunks(
+                            lambda o: self._sample(o, deterministic=deterministic), obs
+                        )
                     else:
                         actions, logp, values = self._in_collect_chunks(
                             lambda o: self._act(o, deterministic=deterministic), obs
@@ -275,7 +282,8 @@ class Algorithm:
                     obs = out[DataKeys.OBS]
                     actions_buf[:, t] = actions
                     logp_buf[:, t] = logp
-                    values_buf[:, t] = values
+                    if not values_after:
+                        values_buf[:, t] = values
                     rewards_buf[:, t] = out[DataKeys.REWARDS]
                     obs_buf[:, t + 1] = obs
                     if episodic:
@@ -293,7 +301,10 @@ class Algorithm:
                     env_name=env_name,
                 )
                 raise
-            values_buf[:, horizon] = self._bootstrap_values(obs)
+            if values_after:
+                values_buf.copy_(self._buffer_values(obs_buf))
+            else:
+                values_buf[:, horizon] = self._bootstrap_values(obs)
 
             # --- once per collect: checks, bootstrap values, statistics
             rewards = rewards_buf[:, :horizon, 0]
@@ -517,6 +528,12 @@ class Algorithm:
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
         return self._in_collect_chunks(self.policy.values, obs)
+
+    def _buffer_values(self, obs_buf: torch.Tensor | TensorDict) -> torch.Tensor:
+        """Values ``[N, T + 1, 1]`` of every observation in the buffer, one pass of chunks."""
+        n, t1 = obs_buf.shape[:2]
+        flat = obs_buf.reshape(n * t1) if isinstance(obs_buf, TensorDict) else obs_buf.flatten(0, 1)
+        return self._in_collect_chunks(self.policy.values, flat).reshape(n, t1, 1)
 
     def _in_collect_chunks(self, fn: Any, *inputs: Any) -> Any:
         """``fn(*inputs)`` on at most ``collect_chunk_size`` copies at a time, outputs

@@ -43,12 +43,21 @@ class Policy(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(actions, logp, values)`` for a batch of observations."""
         features, values = self.model(obs)
-        dist = self.distribution(features, obs)
+        return (*self._draw(self.distribution(features, obs), deterministic), values)
+
+    def sample(
+        self, obs: torch.Tensor | TensorDict, *, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actions, logp)`` from the model's features alone (``forward_features``)."""
+        features = self.model.forward_features(obs)
+        return self._draw(self.distribution(features, obs), deterministic)
+
+    @staticmethod
+    def _draw(dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic:
             actions = dist.deterministic_sample()
-            return actions, dist.logp(actions), values
-        actions, logp = dist.sample_with_logp()
-        return actions, logp, values
+            return actions, dist.logp(actions)
+        return dist.sample_with_logp()
 
     def evaluate(
         self, obs: torch.Tensor | TensorDict, actions: torch.Tensor
@@ -60,7 +69,13 @@ class Policy(nn.Module):
 
     def values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         """Value estimates ``[B, 1]``."""
-        return self.model(obs)[1]
+        return self.model.forward_values(obs) if self.separable else self.model(obs)[1]
+
+    @property
+    def separable(self) -> bool:
+        """Whether the model computes features and values separately (``Model.separable``;
+        a plain ``nn.Module`` following the model protocol is not)."""
+        return getattr(self.model, "separable", False) is True
 
     @property
     def recurrent(self) -> bool:
@@ -72,12 +87,7 @@ class Policy(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(actions, logp, values, next_states)`` for one time step of a recurrent model."""
         features, values, next_states = self.model(obs, states)
-        dist = self.distribution(features, obs)
-        if deterministic:
-            actions = dist.deterministic_sample()
-            return actions, dist.logp(actions), values, next_states
-        actions, logp = dist.sample_with_logp()
-        return actions, logp, values, next_states
+        return (*self._draw(self.distribution(features, obs), deterministic), values, next_states)
 
     def evaluate_sequences(
         self,

@@ -10,9 +10,10 @@ from rl8lite import Algorithm, AlgorithmConfig, RecurrentAlgorithm
 from rl8lite.data import DataKeys
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
 from rl8lite.examples import CartPole
+from rl8lite.models import DefaultModel
 from rl8lite.update_batch import flat_rows
 
-from .helpers import EpisodicCounter
+from .helpers import EpisodicCounter, MaskedChoice
 
 
 def test_config_build_and_buffer_layout() -> None:
@@ -169,6 +170,32 @@ def test_collecting_in_chunks_of_copies_gives_the_same_rollout(recurrent: bool) 
     assert whole[DataKeys.TRUNCATED].any()  # final values are computed in chunks too
     for key in whole.keys(include_nested=True, leaves_only=True):
         torch.testing.assert_close(chunked[key], whole[key], rtol=1e-6, atol=1e-6, msg=str(key))
+
+
+class CoupledDefaultModel(DefaultModel):
+    """Overrides forward (as a model sharing layers would): not separable."""
+
+    def forward(self, obs):  # type: ignore[no-untyped-def, override]
+        return super().forward(obs)
+
+
+@pytest.mark.parametrize("env_cls", [CartPole, MaskedChoice])
+def test_values_from_one_pass_after_the_rollout_equal_per_step_values(env_cls: type) -> None:
+    def rollout(model_cls: type) -> TensorDict:
+        algo_cls = type("Algo", (Algorithm,), {"default_model_cls": model_cls})
+        algo = algo_cls(env_cls, num_envs=6, horizon=8, seed=1,
+                        env_config={"max_episode_steps": 5} if env_cls is CartPole else None,
+                        collect_chunk_size=4)
+        assert algo.policy.separable is (model_cls is DefaultModel)
+        algo.collect()
+        algo.collect()  # the second collect starts from the last observation
+        return algo.buffer.clone()
+
+    after, per_step = rollout(DefaultModel), rollout(CoupledDefaultModel)
+    if env_cls is CartPole:
+        assert per_step[DataKeys.TRUNCATED].any()  # final values read the batched values
+    for key in per_step.keys(include_nested=True, leaves_only=True):
+        torch.testing.assert_close(after[key], per_step[key], rtol=1e-6, atol=1e-6, msg=str(key))
 
 
 @pytest.mark.parametrize("recurrent", [False, True])

@@ -196,3 +196,17 @@ def test_mlp_gradients_equal_a_plain_out_of_place_mlp(activation: str) -> None:
     torch.testing.assert_close(fast(x), plain(x))
     for p_fast, p_plain in zip(fast.parameters(), plain.parameters()):
         torch.testing.assert_close(p_fast.grad, p_plain.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_categorical_samples_follow_the_probabilities_and_never_a_masked_action() -> None:
+    torch.manual_seed(0)
+    spec = Categorical(4, shape=[1])
+    probs = torch.tensor([0.1, 0.0, 0.6, 0.3])
+    logits = torch.log(probs.clamp_min(1e-12)).expand(200_000, 4)
+    mask = (probs > 0).expand(200_000, 4)
+    actions, logp = D.Categorical(logits, spec, action_mask=mask).sample_with_logp()
+    frequencies = torch.bincount(actions.flatten(), minlength=4).double() / actions.shape[0]
+    # 200k draws: the standard error of each frequency is < 0.0011.
+    torch.testing.assert_close(frequencies, probs.double(), atol=0.005, rtol=0)
+    assert frequencies[1] == 0
+    torch.testing.assert_close(logp, torch.log(probs)[actions])

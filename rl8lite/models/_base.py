@@ -36,6 +36,24 @@ class Model(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    @property
+    def separable(self) -> bool:
+        """Whether :meth:`forward_features` and :meth:`forward_values` each compute one of
+        ``forward``'s outputs without the other (no shared layers). The collect then
+        samples actions from the features alone and computes the values of all its
+        observations in one batched pass after the rollout, instead of ``horizon`` small
+        ones. ``False`` here; a model with separate actor and critic networks overrides
+        it and both methods."""
+        return False
+
+    def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """The features alone (``forward(obs)[0]`` unless a separable model overrides it)."""
+        return self(obs)[0]
+
+    def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        """The values alone (``forward(obs)[1]`` unless a separable model overrides it)."""
+        return self(obs)[1]
+
 
 class ModelFactory(Protocol):
     """Anything that builds a :class:`Model` from the env's specs and a config."""

@@ -184,7 +184,21 @@ class DefaultModel(Model):
         self, obs: torch.Tensor | TensorDict
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x = flatten_obs(obs, self.observation_spec)
+        return self._features(x), self.critic(x)
+
+    @property
+    def separable(self) -> bool:
+        # A subclass that overrides forward may couple the actor and the critic.
+        return type(self).forward is DefaultModel.forward
+
+    def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        return self._features(flatten_obs(obs, self.observation_spec))
+
+    def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+        return self.critic(flatten_obs(obs, self.observation_spec))
+
+    def _features(self, x: torch.Tensor) -> torch.Tensor:
         features = self.actor(x)
         if self.log_std is not None:
             features = torch.cat([features, self.log_std.expand_as(features)], dim=-1)
-        return features, self.critic(x)
+        return features
