@@ -74,11 +74,11 @@ def generalized_advantage_estimate(
         )
         deltas_tm[:, rows] = deltas.t()
         decay_tm[:, rows] = (gamma * gae_lambda * continues).t()
-    running = torch.zeros_like(deltas_tm[0])
-    for t in range(num_steps - 1, -1, -1):
-        running = deltas_tm[t] + decay_tm[t] * running
-        deltas_tm[t] = running
-    del decay_tm
+    # A_t = delta_t + decay_t * A_{t+1} in place, one fused op per step (A_{T-1} = delta_{T-1}).
+    advantage_rows, decay_rows = deltas_tm.unbind(0), decay_tm.unbind(0)
+    for t in range(num_steps - 2, -1, -1):
+        advantage_rows[t].addcmul_(decay_rows[t], advantage_rows[t + 1])
+    del decay_tm, decay_rows
     if out is None:
         advantages = deltas_tm.t()
         return advantages, advantages + values[:, :-1]

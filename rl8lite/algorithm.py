@@ -476,13 +476,15 @@ class Algorithm:
         chunk = max(1, (self.update_chunk_samples or minibatch * unit) // unit)
         # A tensor, so that a compiled loss is not recompiled when the schedule moves it.
         entropy_coeff = torch.tensor(self.entropy_scheduler.coeff, device=self.device)
-        sums = torch.zeros(7, device=self.device, dtype=torch.float64)
-        one = torch.ones((), device=self.device, dtype=torch.float64)  # made once: no copy per chunk
+        # Per chunk: its losses and monitors stacked ([6], one op), and its sample count;
+        # summed sample-weighted once at the end (few ops per chunk matter at small batches).
+        chunk_stats: list[torch.Tensor] = []
+        chunk_counts: list[int] = []
         grad_norms: list[torch.Tensor] = []
         passes = 0
         for _ in range(hp.num_sgd_iters):
             order = torch.randperm(size, device=self.device) if hp.shuffle_minibatches else None
-            pass_kl = torch.zeros((), device=self.device, dtype=torch.float64)
+            pass_start = len(chunk_stats)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
@@ -496,22 +498,28 @@ class Algorithm:
                     c_end = min(c_start + chunk, mb_start + mb_size)
                     units = order[c_start:c_end] if order is not None else torch.arange(c_start, c_end, device=self.device)
                     losses = self._chunk_losses(batch.gather(units), entropy_coeff)
-                    weight = (c_end - c_start) / denominator
                     loss_finite = loss_finite & torch.isfinite(losses.total)
-                    self._backward(losses.total * weight)
-                    count = (c_end - c_start) * unit
-                    chunk_sums = torch.stack([*(x.detach().double() for x in losses), one]) * count
-                    sums += chunk_sums
-                    pass_kl += losses.kl_div.detach().double() * count
+                    self._backward(losses.total * ((c_end - c_start) / denominator))
+                    with torch.no_grad():
+                        chunk_stats.append(torch.stack(losses))
+                    chunk_counts.append((c_end - c_start) * unit)
                 if not hp.accumulate_grads:
                     grad_norms.append(self._optimizer_step(loss_finite))
             if hp.accumulate_grads:
                 grad_norms.append(self._optimizer_step(loss_finite))
             passes += 1
-            if hp.target_kl_div is not None and float(pass_kl / (size * unit)) > 1.5 * hp.target_kl_div:
-                break
+            if hp.target_kl_div is not None:
+                kl_index = PPOLosses._fields.index("kl_div")
+                pass_stats = self._weighted_sums(chunk_stats[pass_start:], chunk_counts[pass_start:])
+                if pass_stats[kl_index] / (size * unit) > 1.5 * hp.target_kl_div:
+                    break
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
-        return sums.tolist(), passes, grad_norm
+        return [*self._weighted_sums(chunk_stats, chunk_counts), float(sum(chunk_counts))], passes, grad_norm
+
+    def _weighted_sums(self, stats: list[torch.Tensor], counts: list[int]) -> list[float]:
+        """``sum_chunks count * stat`` per stat (float64), from per-chunk means."""
+        weights = torch.tensor(counts, dtype=torch.float64, device=self.device)
+        return (weights @ torch.stack(stats).double()).tolist()
 
     #: Time steps per update unit (1: feedforward; recurrent algorithms use seq_len).
     seq_len = 1

@@ -14,6 +14,7 @@ from ..data import DataKeys
 from ..specs import Composite, Spec, TensorSpec
 from ._base import Model
 
+
 class InplaceTanh(nn.Tanh):
     """``tanh`` written over its input (autograd's tanh backward needs only the output)."""
 
