@@ -302,7 +302,7 @@ class Algorithm:
                 )
                 raise
             if values_after:
-                values_buf.copy_(self._buffer_values(obs_buf))
+                self._fill_buffer_values(obs_buf, values_buf)
             else:
                 values_buf[:, horizon] = self._bootstrap_values(obs)
 
@@ -483,7 +483,11 @@ class Algorithm:
         grad_norms: list[torch.Tensor] = []
         passes = 0
         for _ in range(hp.num_sgd_iters):
-            order = torch.randperm(size, device=self.device) if hp.shuffle_minibatches else None
+            # int32 where it fits: the pass's shuffled index is 4 bytes per unit, not 8.
+            order = (
+                torch.randperm(size, device=self.device, dtype=self._index_dtype())
+                if hp.shuffle_minibatches else None
+            )
             pass_start = len(chunk_stats)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
@@ -516,6 +520,10 @@ class Algorithm:
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
         return [*self._weighted_sums(chunk_stats, chunk_counts), float(sum(chunk_counts))], passes, grad_norm
 
+    def _index_dtype(self) -> torch.dtype:
+        """int32 when every buffer row index fits (units map to rows below ``N * (T + 1)``)."""
+        return torch.int32 if self.hparams.num_envs * (self.hparams.horizon + 1) < 2**31 else torch.int64
+
     def _weighted_sums(self, stats: list[torch.Tensor], counts: list[int]) -> list[float]:
         """``sum_chunks count * stat`` per stat (float64), from per-chunk means."""
         weights = torch.tensor(counts, dtype=torch.float64, device=self.device)
@@ -537,11 +545,14 @@ class Algorithm:
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
         return self._in_collect_chunks(self.policy.values, obs)
 
-    def _buffer_values(self, obs_buf: torch.Tensor | TensorDict) -> torch.Tensor:
-        """Values ``[N, T + 1, 1]`` of every observation in the buffer, one pass of chunks."""
-        n, t1 = obs_buf.shape[:2]
-        flat = obs_buf.reshape(n * t1) if isinstance(obs_buf, TensorDict) else obs_buf.flatten(0, 1)
-        return self._in_collect_chunks(self.policy.values, flat).reshape(n, t1, 1)
+    def _fill_buffer_values(self, obs_buf: torch.Tensor | TensorDict, values_buf: torch.Tensor) -> None:
+        """Write the values of every observation in the buffer into ``values_buf``, in
+        chunks of ``collect_chunk_size`` rows (no full-size temporaries)."""
+        obs_rows, value_rows = flat_rows(obs_buf), flat_rows(values_buf)
+        rows = value_rows.shape[0]
+        size = self._collect_chunk_rows or rows
+        for start in range(0, rows, size):
+            value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
 
     def _in_collect_chunks(self, fn: Any, *inputs: Any) -> Any:
         """``fn(*inputs)`` on at most ``collect_chunk_size`` copies at a time, outputs

@@ -198,8 +198,9 @@ def test_values_from_one_pass_after_the_rollout_equal_per_step_values(env_cls: t
         torch.testing.assert_close(after[key], per_step[key], rtol=1e-6, atol=1e-6, msg=str(key))
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool) -> None:
+def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool, index_dtype: torch.dtype) -> None:
     n, horizon = 5, 6
     if recurrent:
         algo = RecurrentAlgorithm(CartPole, num_envs=n, horizon=horizon, seq_len=3, seed=0)
@@ -207,7 +208,8 @@ def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool)
         algo = Algorithm(CartPole, num_envs=n, horizon=horizon, seed=0)
     algo.collect()
     steps = algo.seq_len
-    units = torch.randperm(n * horizon // steps)
+    units = torch.randperm(n * horizon // steps, dtype=index_dtype)
+    assert algo._index_dtype() is torch.int32
     for key in (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.VALUES):
         entry = algo.buffer[key]
         expected = entry[:, :horizon].reshape(n * horizon // steps, steps, *entry.shape[2:])[units]
