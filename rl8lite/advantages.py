@@ -74,11 +74,19 @@ def generalized_advantage_estimate(
         )
         deltas_tm[:, rows] = deltas.t()
         decay_tm[:, rows] = (gamma * gae_lambda * continues).t()
-    # A_t = delta_t + decay_t * A_{t+1} in place, one fused op per step (A_{T-1} = delta_{T-1}).
-    advantage_rows, decay_rows = deltas_tm.unbind(0), decay_tm.unbind(0)
-    for t in range(num_steps - 2, -1, -1):
-        advantage_rows[t].addcmul_(decay_rows[t], advantage_rows[t + 1])
-    del decay_tm, decay_rows
+    if deltas_tm.requires_grad:  # differentiable inputs: out of place, autograd records each step
+        running = torch.zeros_like(deltas_tm[0])
+        steps = []
+        for t in range(num_steps - 1, -1, -1):
+            running = deltas_tm[t] + decay_tm[t] * running
+            steps.append(running)
+        deltas_tm = torch.stack(steps[::-1]) if steps else deltas_tm
+    else:
+        # A_t = delta_t + decay_t * A_{t+1} in place, one fused op per step (A_{T-1} = delta_{T-1}).
+        advantage_rows, decay_rows = deltas_tm.unbind(0), decay_tm.unbind(0)
+        for t in range(num_steps - 2, -1, -1):
+            advantage_rows[t].addcmul_(decay_rows[t], advantage_rows[t + 1])
+    del decay_tm
     if out is None:
         advantages = deltas_tm.t()
         return advantages, advantages + values[:, :-1]

@@ -547,10 +547,11 @@ class Algorithm:
 
     def _fill_buffer_values(self, obs_buf: torch.Tensor | TensorDict, values_buf: torch.Tensor) -> None:
         """Write the values of every observation in the buffer into ``values_buf``, in
-        chunks of ``collect_chunk_size`` rows (no full-size temporaries)."""
+        chunks of ``collect_chunk_size`` rows (without chunking: ``num_envs`` rows, as
+        many as a rollout step's forward), so no temporary outgrows a step's."""
         obs_rows, value_rows = flat_rows(obs_buf), flat_rows(values_buf)
         rows = value_rows.shape[0]
-        size = self._collect_chunk_rows or rows
+        size = self._collect_chunk_rows or self.hparams.num_envs
         for start in range(0, rows, size):
             value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
 

@@ -48,8 +48,9 @@ class Policy(nn.Module):
     def sample(
         self, obs: torch.Tensor | TensorDict, *, deterministic: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(actions, logp)`` from the model's features alone (``forward_features``)."""
-        features = self.model.forward_features(obs)
+        """``(actions, logp)`` of a feedforward model, from its features alone
+        (``forward_features``) when it is :attr:`separable`."""
+        features = self.model.forward_features(obs) if self.separable else self.model(obs)[0]
         return self._draw(self.distribution(features, obs), deterministic)
 
     @staticmethod
@@ -74,8 +75,15 @@ class Policy(nn.Module):
     @property
     def separable(self) -> bool:
         """Whether the model computes features and values separately (``Model.separable``;
-        a plain ``nn.Module`` following the model protocol is not)."""
-        return getattr(self.model, "separable", False) is True
+        a plain ``nn.Module`` following the model protocol is not), and nothing hooks or
+        replaces its ``forward`` (hooks run only through ``forward``)."""
+        model = self.model
+        return (
+            getattr(model, "separable", False) is True
+            and not model._forward_hooks
+            and not model._forward_pre_hooks
+            and "forward" not in vars(model)
+        )
 
     @property
     def recurrent(self) -> bool:

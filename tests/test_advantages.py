@@ -212,3 +212,25 @@ def test_gae_promotes_to_a_floating_dtype() -> None:
     torch.testing.assert_close((adv, ret), expected)
     half = generalized_advantage_estimate(torch.ones(2, 3, dtype=torch.bfloat16), torch.ones(2, 4), gamma=0.9, gae_lambda=0.9)
     assert half[0].dtype == torch.float32
+
+
+def test_gae_differentiates_through_values() -> None:
+    g = torch.Generator().manual_seed(0)
+    n, t = 3, 6
+    rewards = torch.randn(n, t, generator=g)
+    values = torch.randn(n, t + 1, generator=g, requires_grad=True)
+    terminated = torch.rand(n, t, generator=g) < 0.2
+    adv, _ = generalized_advantage_estimate(
+        rewards, values, gamma=0.9, gae_lambda=0.8, terminated=terminated
+    )
+    expected = reference_gae(
+        rewards.tolist(), values.tolist(), terminated.tolist(), [[False] * t] * n,
+        [[0.0] * t] * n, 0.9, 0.8,
+    )
+    torch.testing.assert_close(adv.detach(), torch.tensor(expected), rtol=1e-5, atol=1e-5)
+    adv.sum().backward()
+    assert values.grad is not None and torch.isfinite(values.grad).all()
+    # dA_{T-1}/dV_{T-1} = -1 for a copy that did not terminate at the last step.
+    for copy in range(n):
+        if not terminated[copy, -1]:
+            assert values.grad[copy, t - 1] <= 0

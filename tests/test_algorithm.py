@@ -198,6 +198,25 @@ def test_values_from_one_pass_after_the_rollout_equal_per_step_values(env_cls: t
         torch.testing.assert_close(after[key], per_step[key], rtol=1e-6, atol=1e-6, msg=str(key))
 
 
+def test_separable_models_are_declared_and_hooks_turn_the_batched_values_off() -> None:
+    class Declared(DefaultModel):
+        separable = True
+
+        def forward(self, obs):  # type: ignore[no-untyped-def, override]
+            return super().forward(obs)
+
+    assert DefaultModel.separable and not CoupledDefaultModel.separable and Declared.separable
+    algo = Algorithm(CartPole, num_envs=4, horizon=5, seed=0)
+    assert algo.policy.separable
+    seen = []
+    handle = algo.policy.model.register_forward_pre_hook(lambda module, args: seen.append(1))
+    assert not algo.policy.separable  # the hook must see every forward, the collect's too
+    algo.collect()
+    assert len(seen) == 5 + 1  # one forward per step and the bootstrap
+    handle.remove()
+    assert algo.policy.separable
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool, index_dtype: torch.dtype) -> None:

@@ -36,15 +36,13 @@ class Model(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    @property
-    def separable(self) -> bool:
-        """Whether :meth:`forward_features` and :meth:`forward_values` each compute one of
-        ``forward``'s outputs without the other (no shared layers). The collect then
-        samples actions from the features alone and computes the values of all its
-        observations in one batched pass after the rollout, instead of ``horizon`` small
-        ones. ``False`` here; a model with separate actor and critic networks overrides
-        it and both methods."""
-        return False
+    #: Whether :meth:`forward_features` and :meth:`forward_values` each compute one of
+    #: ``forward``'s outputs without the other (no shared layers). The collect then samples
+    #: actions from the features alone and computes the values of all its observations in
+    #: one batched pass after the rollout, instead of ``horizon`` small ones. A model with
+    #: separate actor and critic networks sets it and overrides both methods. Ignored
+    #: while the model has forward hooks (they would not run during the collect).
+    separable: bool = False
 
     def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         """The features alone (``forward(obs)[0]`` unless a separable model overrides it)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -187,10 +188,14 @@ class DefaultModel(Model):
         x = flatten_obs(obs, self.observation_spec)
         return self._features(x), self.critic(x)
 
-    @property
-    def separable(self) -> bool:
-        # A subclass that overrides forward may couple the actor and the critic.
-        return type(self).forward is DefaultModel.forward
+    separable = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass that overrides forward may couple the actor and the critic: it is
+        # separable only if it says so.
+        if "forward" in vars(cls) and "separable" not in vars(cls):
+            cls.separable = False
 
     def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         return self._features(flatten_obs(obs, self.observation_spec))
