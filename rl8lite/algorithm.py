@@ -476,9 +476,15 @@ class Algorithm:
         chunk = max(1, (self.update_chunk_samples or minibatch * unit) // unit)
         # A tensor, so that a compiled loss is not recompiled when the schedule moves it.
         entropy_coeff = torch.tensor(self.entropy_scheduler.coeff, device=self.device)
-        # Per chunk: its losses and monitors stacked ([6], one op), and its sample count;
-        # summed sample-weighted once at the end (few ops per chunk matter at small batches).
-        chunk_stats: list[torch.Tensor] = []
+        # Per chunk: its losses and monitors stacked into a row of a preallocated table (one
+        # op; no small tensor per chunk that outlives the chunk and fragments the heap), and
+        # its sample count; summed sample-weighted once at the end.
+        chunks_per_pass = sum(
+            math.ceil(min(minibatch, size - mb_start) / chunk) for mb_start in range(0, size, minibatch)
+        )
+        stats_table = torch.empty(
+            hp.num_sgd_iters * chunks_per_pass, len(PPOLosses._fields), device=self.device
+        )
         chunk_counts: list[int] = []
         grad_norms: list[torch.Tensor] = []
         passes = 0
@@ -488,7 +494,7 @@ class Algorithm:
                 torch.randperm(size, device=self.device, dtype=self._index_dtype())
                 if hp.shuffle_minibatches else None
             )
-            pass_start = len(chunk_stats)
+            pass_start = len(chunk_counts)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
@@ -505,7 +511,7 @@ class Algorithm:
                     loss_finite = loss_finite & torch.isfinite(losses.total)
                     self._backward(losses.total * ((c_end - c_start) / denominator))
                     with torch.no_grad():
-                        chunk_stats.append(torch.stack(losses))
+                        torch.stack(losses, out=stats_table[len(chunk_counts)])
                     chunk_counts.append((c_end - c_start) * unit)
                 if not hp.accumulate_grads:
                     grad_norms.append(self._optimizer_step(loss_finite))
@@ -514,20 +520,23 @@ class Algorithm:
             passes += 1
             if hp.target_kl_div is not None:
                 kl_index = PPOLosses._fields.index("kl_div")
-                pass_stats = self._weighted_sums(chunk_stats[pass_start:], chunk_counts[pass_start:])
+                pass_stats = self._weighted_sums(
+                    stats_table[pass_start : len(chunk_counts)], chunk_counts[pass_start:]
+                )
                 if pass_stats[kl_index] / (size * unit) > 1.5 * hp.target_kl_div:
                     break
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
-        return [*self._weighted_sums(chunk_stats, chunk_counts), float(sum(chunk_counts))], passes, grad_norm
+        stats = self._weighted_sums(stats_table[: len(chunk_counts)], chunk_counts)
+        return [*stats, float(sum(chunk_counts))], passes, grad_norm
 
     def _index_dtype(self) -> torch.dtype:
         """int32 when every buffer row index fits (units map to rows below ``N * (T + 1)``)."""
         return torch.int32 if self.hparams.num_envs * (self.hparams.horizon + 1) < 2**31 else torch.int64
 
-    def _weighted_sums(self, stats: list[torch.Tensor], counts: list[int]) -> list[float]:
-        """``sum_chunks count * stat`` per stat (float64), from per-chunk means."""
+    def _weighted_sums(self, stats: torch.Tensor, counts: list[int]) -> list[float]:
+        """``sum_chunks count * stat`` per stat (float64), from ``[chunks, stats]`` chunk means."""
         weights = torch.tensor(counts, dtype=torch.float64, device=self.device)
-        return (weights @ torch.stack(stats).double()).tolist()
+        return (weights @ stats.double()).tolist()
 
     #: Time steps per update unit (1: feedforward; recurrent algorithms use seq_len).
     seq_len = 1
