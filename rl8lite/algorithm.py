@@ -27,6 +27,7 @@ from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig, reso
 from .data import DataKeys
 from .distributions import Normal, default_distribution_cls
 from .env import Env
+from .gradients import clip_grads_to_norm_, total_grad_norm
 from .losses import PPOLosses, ppo_losses
 from .malloc import keep_freed_memory
 from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
@@ -133,6 +134,8 @@ class Algorithm:
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         self.buffer = self._allocate_buffer()
+        # Listed once: Module.parameters() walks the module tree (~20 µs) on every call.
+        self._policy_params = list(self.policy.parameters())
         self._act = torch.compile(self.policy.act) if config.compile else self.policy.act
         self._sample = torch.compile(self.policy.sample) if config.compile else self.policy.sample
         self._chunk_losses = (
@@ -485,6 +488,16 @@ class Algorithm:
         stats_table = torch.empty(
             hp.num_sgd_iters * chunks_per_pass, len(PPOLosses._fields), device=self.device
         )
+        # With one optimizer step per pass (one minibatch, or accumulated gradients) the
+        # step's gradient is a sum over every sample whatever their order: no shuffle is
+        # drawn, and the chunks read the buffer in order (sequential memory, 2-3% faster
+        # at 1024-4096 envs). A lone chunk is then the same every pass: gathered once.
+        one_step_per_pass = hp.accumulate_grads or minibatch >= size
+        shuffle = hp.shuffle_minibatches and not one_step_per_pass
+        lone_chunk = (
+            batch.gather(torch.arange(size, device=self.device, dtype=self._index_dtype()))
+            if not shuffle and chunks_per_pass == 1 else None
+        )
         chunk_counts: list[int] = []
         grad_norms: list[torch.Tensor] = []
         passes = 0
@@ -492,7 +505,7 @@ class Algorithm:
             # int32 where it fits: the pass's shuffled index is 4 bytes per unit, not 8.
             order = (
                 torch.randperm(size, device=self.device, dtype=self._index_dtype())
-                if hp.shuffle_minibatches else None
+                if shuffle else None
             )
             pass_start = len(chunk_counts)
             if hp.accumulate_grads:
@@ -506,10 +519,17 @@ class Algorithm:
                 denominator = size if hp.accumulate_grads else mb_size
                 for c_start in range(mb_start, mb_start + mb_size, chunk):
                     c_end = min(c_start + chunk, mb_start + mb_size)
-                    units = order[c_start:c_end] if order is not None else torch.arange(c_start, c_end, device=self.device)
-                    losses = self._chunk_losses(batch.gather(units), entropy_coeff)
+                    if lone_chunk is not None:
+                        samples = lone_chunk
+                    else:
+                        units = order[c_start:c_end] if order is not None else torch.arange(
+                            c_start, c_end, device=self.device, dtype=self._index_dtype()
+                        )
+                        samples = batch.gather(units)
+                    losses = self._chunk_losses(samples, entropy_coeff)
                     loss_finite = loss_finite & torch.isfinite(losses.total)
-                    self._backward(losses.total * ((c_end - c_start) / denominator))
+                    share = (c_end - c_start) / denominator
+                    self._backward(losses.total if share == 1 else losses.total * share)
                     with torch.no_grad():
                         torch.stack(losses, out=stats_table[len(chunk_counts)])
                     chunk_counts.append((c_end - c_start) * unit)
@@ -633,10 +653,10 @@ class Algorithm:
 
     def _optimizer_step(self, loss_finite: torch.Tensor) -> torch.Tensor:
         """Clip gradients, refuse a non-finite loss or gradient (parameters stay intact), step."""
-        params = [p for p in self.policy.parameters() if p.grad is not None]
+        params = [p for p in self._policy_params if p.grad is not None]
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(self.optimizer)
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        norm = total_grad_norm([p.grad for p in params])
         # The loss is fp32 (even under autocast) and must be finite; non-finite fp16
         # gradients are the grad scaler's business (it skips the step and rescales).
         norm_finite = torch.isfinite(norm) if self.grad_scaler is None else torch.ones_like(loss_finite)
@@ -654,7 +674,7 @@ class Algorithm:
                 " taken (earlier minibatches of this update were)."
             )
         if self.hparams.max_grad_norm is not None:
-            torch.nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, norm, foreach=True)
+            clip_grads_to_norm_(params, self.hparams.max_grad_norm, norm)
         if self.grad_scaler is not None:
             self.grad_scaler.step(self.optimizer)
             self.grad_scaler.update()

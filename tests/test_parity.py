@@ -15,7 +15,8 @@ from .helpers import MaskedChoice
 
 
 def test_masked_actions_are_never_taken_and_dict_observations_reach_the_model() -> None:
-    algo = Algorithm(MaskedChoice, num_envs=16, horizon=8, seed=0, optimizer_config={"lr": 1e-2})
+    # 64 copies: 30 of 30 seeds learn the best allowed actions in 15 updates (16 copies: ~80%)
+    algo = Algorithm(MaskedChoice, num_envs=64, horizon=8, seed=0, optimizer_config={"lr": 1e-2})
     assert algo.policy.model.actor[0].in_features == 2  # the mask is not an input feature
     for _ in range(15):  # MaskedChoice.step asserts that no masked action is taken
         stats = algo.collect()
@@ -26,7 +27,7 @@ def test_masked_actions_are_never_taken_and_dict_observations_reach_the_model() 
     # deterministic actions: the best allowed action (3 where allowed, else 2)
     algo.collect(deterministic=True)
     chosen = algo.buffer[DataKeys.ACTIONS][:, 0, 0]
-    assert chosen[0::2].tolist() == [2] * 8 and chosen[1::2].tolist() == [3] * 8
+    assert chosen[0::2].tolist() == [2] * 32 and chosen[1::2].tolist() == [3] * 32
     assert stats["returns/mean"] > 5.0  # random allowed play: ~3.0; best allowed: 6.0
     # masked log-probabilities are never finite-probability actions
     obs = algo.buffer[DataKeys.OBS][:, 0]
