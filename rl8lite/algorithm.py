@@ -510,12 +510,12 @@ class Algorithm:
             pass_start = len(chunk_counts)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
-                loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
+                step_start = len(chunk_counts)
             for mb_start in range(0, size, minibatch):
                 mb_size = min(minibatch, size - mb_start)
                 if not hp.accumulate_grads:
                     self.optimizer.zero_grad(set_to_none=True)
-                    loss_finite = torch.ones((), dtype=torch.bool, device=self.device)
+                    step_start = len(chunk_counts)
                 denominator = size if hp.accumulate_grads else mb_size
                 for c_start in range(mb_start, mb_start + mb_size, chunk):
                     c_end = min(c_start + chunk, mb_start + mb_size)
@@ -527,16 +527,15 @@ class Algorithm:
                         )
                         samples = batch.gather(units)
                     losses = self._chunk_losses(samples, entropy_coeff)
-                    loss_finite = loss_finite & torch.isfinite(losses.total)
                     share = (c_end - c_start) / denominator
                     self._backward(losses.total if share == 1 else losses.total * share)
                     with torch.no_grad():
                         torch.stack(losses, out=stats_table[len(chunk_counts)])
                     chunk_counts.append((c_end - c_start) * unit)
                 if not hp.accumulate_grads:
-                    grad_norms.append(self._optimizer_step(loss_finite))
+                    grad_norms.append(self._optimizer_step(stats_table[step_start : len(chunk_counts), 0]))
             if hp.accumulate_grads:
-                grad_norms.append(self._optimizer_step(loss_finite))
+                grad_norms.append(self._optimizer_step(stats_table[step_start : len(chunk_counts), 0]))
             passes += 1
             if hp.target_kl_div is not None:
                 kl_index = PPOLosses._fields.index("kl_div")
@@ -651,23 +650,25 @@ class Algorithm:
         else:
             loss.backward()
 
-    def _optimizer_step(self, loss_finite: torch.Tensor) -> torch.Tensor:
-        """Clip gradients, refuse a non-finite loss or gradient (parameters stay intact), step."""
+    def _optimizer_step(self, chunk_losses: torch.Tensor) -> torch.Tensor:
+        """Clip gradients, refuse a non-finite loss or gradient (parameters stay intact), step.
+
+        ``chunk_losses``: the total loss of every chunk whose gradient this step takes.
+        """
         params = [p for p in self._policy_params if p.grad is not None]
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(self.optimizer)
         norm = total_grad_norm([p.grad for p in params])
-        # The loss is fp32 (even under autocast) and must be finite; non-finite fp16
-        # gradients are the grad scaler's business (it skips the step and rescales).
-        norm_finite = torch.isfinite(norm) if self.grad_scaler is None else torch.ones_like(loss_finite)
-        loss_ok, norm_ok = torch.stack([loss_finite, norm_finite]).tolist()
-        if not loss_ok:
-            raise NonFiniteError(
-                "non-finite loss (NaN or Inf) in the policy update: the returns, values,"
-                " advantages or log-probabilities hold NaN/Inf. This optimizer step was not"
-                " taken (earlier minibatches of this update were)."
-            )
-        if not norm_ok:
+        # One host read per step. The loss is fp32 (even under autocast) and must be finite;
+        # non-finite fp16 gradients are the grad scaler's business (it skips the step).
+        checked = chunk_losses if self.grad_scaler is not None else torch.cat([chunk_losses, norm.reshape(1)])
+        if not bool(torch.isfinite(checked).all()):
+            if not bool(torch.isfinite(chunk_losses).all()):
+                raise NonFiniteError(
+                    "non-finite loss (NaN or Inf) in the policy update: the returns, values,"
+                    " advantages or log-probabilities hold NaN/Inf. This optimizer step was not"
+                    " taken (earlier minibatches of this update were)."
+                )
             raise NonFiniteError(
                 "non-finite gradient norm (NaN or Inf) in the policy update, with a finite"
                 " loss: the model's backward pass overflowed. This optimizer step was not"
