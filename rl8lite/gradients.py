@@ -20,10 +20,10 @@ def _uniform(grads: list[torch.Tensor]) -> bool:
     return all(g.device == first.device and g.dtype == first.dtype for g in grads)
 
 
-def total_grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
-    """The L2 norm of all ``grads`` taken together (a 0-d tensor; 0 for no gradients)."""
+def total_grad_norm(grads: list[torch.Tensor], *, device: torch.device | str | None = None) -> torch.Tensor:
+    """The L2 norm of all ``grads`` taken together (a 0-d tensor; 0 on ``device`` for no gradients)."""
     if not grads:
-        return torch.zeros(())
+        return torch.zeros((), device=device)
     if not _uniform(grads):
         return torch.nn.utils.get_total_norm(grads, foreach=True)
     # ||g|| = sqrt(sum_i ||g_i||^2) = || (||g_1||, ..., ||g_k||) ||

@@ -283,30 +283,36 @@ def test_custom_model_class_config_instance_and_distribution() -> None:
     algo.step()
 
 
-@pytest.mark.parametrize("overrides", [{}, {"sgd_minibatch_size": 16, "accumulate_grads": True},
-                                       {"update_chunk_size": 24}])
-def test_one_optimizer_step_per_pass_reads_the_buffer_in_order(overrides: dict) -> None:
-    # One optimizer step per pass: the gradient sums over every sample in any order, so
-    # shuffle_minibatches=True draws no permutation and gives the unshuffled update.
-    def run(shuffle: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
+def test_a_one_chunk_pass_draws_no_shuffle_and_its_order_cannot_change_the_step() -> None:
+    # 8 copies x 8 steps = 64 samples, one minibatch, one chunk: one optimizer step per pass.
+    def run(shuffle: bool, permute_copies: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
         algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=2, num_sgd_iters=3,
-                         shuffle_minibatches=shuffle, **overrides)
+                         shuffle_minibatches=shuffle)
+        algo.collect()
+        if permute_copies:  # the same samples in another order
+            algo.buffer.update(algo.buffer[torch.randperm(8, generator=torch.Generator().manual_seed(1))])
+        algo.step()
+        return [p.detach().clone() for p in algo.policy.parameters()], torch.rand(3)
+
+    (shuffled, rng_shuffled), (ordered, rng_ordered) = run(True, False), run(False, False)
+    assert torch.equal(rng_shuffled, rng_ordered)  # no permutation drawn
+    permuted, _ = run(True, True)
+    moved = False
+    for a, b, c in zip(ordered, permuted, shuffled, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+        assert torch.equal(c, a)
+        moved |= not torch.equal(a, b)
+    assert moved  # the permuted buffer did sum in another order
+
+
+def test_passes_of_several_chunks_still_shuffle() -> None:
+    def run(shuffle: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
+        algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=2, update_chunk_size=24,
+                         shuffle_minibatches=shuffle)
         algo.collect()
         algo.step()
         return [p.detach().clone() for p in algo.policy.parameters()], torch.rand(3)
 
-    (shuffled, rng_after), (ordered, rng_ordered) = run(True), run(False)
-    for a, b in zip(shuffled, ordered, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert torch.equal(rng_after, rng_ordered)  # no randperm drawn
-
-
-def test_several_optimizer_steps_per_pass_still_shuffle() -> None:
-    def params(shuffle: bool) -> list[torch.Tensor]:
-        algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=2, sgd_minibatch_size=16,
-                         shuffle_minibatches=shuffle)
-        algo.collect()
-        algo.step()
-        return [p.detach().clone() for p in algo.policy.parameters()]
-
-    assert any(not torch.allclose(a, b) for a, b in zip(params(True), params(False), strict=True))
+    (shuffled, rng_shuffled), (ordered, rng_ordered) = run(True), run(False)
+    assert not torch.equal(rng_shuffled, rng_ordered)
+    assert any(not torch.allclose(a, b) for a, b in zip(shuffled, ordered, strict=True))

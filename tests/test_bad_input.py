@@ -130,6 +130,32 @@ def test_non_finite_gradients_leave_parameters_intact() -> None:
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "steps_before_error"),
+    [
+        ({"sgd_minibatch_size": 8}, 1),  # minibatch 2 of 2 holds the NaN
+        ({"sgd_minibatch_size": 8, "accumulate_grads": True}, 0),
+        ({"update_chunk_size": 4}, 0),  # chunk 4 of 4 holds the NaN
+        ({"sgd_minibatch_size": 8, "update_chunk_size": 4}, 1),
+    ],
+)
+def test_a_non_finite_loss_in_a_later_chunk_or_minibatch_stops_its_step(
+    overrides: dict, steps_before_error: int
+) -> None:
+    # 4 copies x 4 steps, unshuffled: a NaN reward of the last copy poisons units 12-15 only
+    # (no advantage normalisation to spread it), the last chunk / minibatch.
+    algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=4, seed=0, shuffle_minibatches=False,
+                     normalize_advantages=False, optimizer_config={"lr": 1e-2}, **overrides)
+    algo.collect()
+    algo.buffer["rewards"][3, 3] = float("nan")
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    with pytest.raises(NonFiniteError, match="non-finite loss"):
+        algo.step()
+    changed = any(not torch.equal(a, b) for a, b in zip(before, algo.policy.parameters(), strict=True))
+    assert changed == (steps_before_error > 0)
+    assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
+
+
 def test_non_finite_gradient_with_finite_loss_is_named() -> None:
     algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=3, seed=0)
     algo.collect()

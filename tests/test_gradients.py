@@ -33,8 +33,16 @@ def test_norm_and_clip_match_torch(dtypes: list[torch.dtype], scale: float) -> N
     assert clipped == pytest.approx(min(1.0, float(expected)), rel=1e-4)
 
 
+def test_non_finite_gradients_give_a_non_finite_norm() -> None:
+    params = _params([torch.float32] * 3, 1.0)
+    params[1].grad[0, 0] = float("nan")
+    assert not torch.isfinite(total_grad_norm([p.grad for p in params]))
+    params[1].grad[0, 0] = float("inf")
+    assert total_grad_norm([p.grad for p in params]) == float("inf")
+
+
 def test_no_gradients() -> None:
-    assert float(total_grad_norm([])) == 0.0
+    assert float(total_grad_norm([], device="cpu")) == 0.0
     p = torch.nn.Parameter(torch.ones(2))
     clip_grads_to_norm_([p], 1.0, torch.tensor(5.0))  # nothing to scale, no error
     assert p.grad is None
