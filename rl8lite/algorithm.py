@@ -136,8 +136,11 @@ class Algorithm:
         self.buffer = self._allocate_buffer()
         # Listed once: Module.parameters() walks the module tree (~20 µs) on every call.
         self._policy_params = list(self.policy.parameters())
-        self._act = torch.compile(self.policy.act) if config.compile else self.policy.act
-        self._sample = torch.compile(self.policy.sample) if config.compile else self.policy.sample
+        # On a CPU the compiled sampling step measured slower than eager at every size
+        # (13% at 8 envs, 1% at 4096; one thread, 2x256 MLPs): only the update is compiled.
+        compile_sampling = config.compile and self.device.type != "cpu"
+        self._act = torch.compile(self.policy.act) if compile_sampling else self.policy.act
+        self._sample = torch.compile(self.policy.sample) if compile_sampling else self.policy.sample
         self._chunk_losses = (
             torch.compile(self._chunk_losses_eager) if config.compile else self._chunk_losses_eager
         )

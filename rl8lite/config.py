@@ -123,14 +123,16 @@ class AlgorithmConfig:
     #: memory then stays near its peak. Skipped when a ``MALLOC_*`` variable or malloc
     #: ``GLIBC_TUNABLES`` are in the environment.
     tune_malloc: bool = True
-    #: ``torch.compile`` the policy's sampling step (feedforward collects) and the
-    #: update's loss (forward and backward); costs ~10-20 s of compilation on the
-    #: first collect and update. The update equals eager's within float tolerance;
-    #: inductor draws its own random numbers for sampling, so a seeded run matches
-    #: an eager one only with ``torch._inductor.config.fallback_random = True``.
-    #: Measured on one CPU thread (2x256 MLPs): ~10% faster updates at any size,
-    #: ~17% faster sampling at 1024+ envs but ~20% slower at 8 envs. Each new
-    #: config in one process compiles anew (torch's limit: 8 per function).
+    #: ``torch.compile`` the update's loss (forward and backward) and, off the CPU,
+    #: the policy's sampling step (feedforward collects); costs ~10-20 s of
+    #: compilation on the first update (and collect). The update equals eager's within
+    #: float tolerance; a compiled sampling step (not on a CPU) draws inductor's own
+    #: random numbers, so a seeded run matches an eager one only with
+    #: ``torch._inductor.config.fallback_random = True``. Measured on one CPU thread
+    #: (2x256 MLPs): 3-7% faster updates at 8-256 envs; compiled sampling was slower
+    #: than eager there at every size (13% at 8 envs, 1-3% at 1024-4096), so a CPU
+    #: samples eagerly. Each new config in one process compiles anew (torch's limit:
+    #: 8 per function).
     compile: bool = False
     #: A ready model instance (excludes ``model_cls``/``model_config``).
     model: Model | None = None

@@ -30,8 +30,8 @@ def test_compiled_training_equals_eager(env_cls: type) -> None:
     with torch._inductor.config.patch(fallback_random=True):
         compiled = Algorithm(env_cls, seed=0, compile=True, **config)
         compiled_history = train(compiled, 3)
-    # sampling, and the loss for the full chunks and the last, smaller one
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= graphs + 2
+    # the loss (every chunk here has 32 samples; a CPU samples eagerly)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= graphs + 1
     for got, want in zip(compiled_history, eager_history):
         for key in want:
             if not key.startswith(("profiling/", "throughput/")):
@@ -49,3 +49,10 @@ def test_compiled_recurrent_updates_equal_eager() -> None:
         for key in want:
             if key.startswith(("losses/", "monitors/")):
                 assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), key
+
+
+def test_a_cpu_compiles_the_update_but_samples_eagerly() -> None:
+    # Compiled sampling measured slower than eager on a CPU at 8-4096 envs.
+    algo = Algorithm(CartPole, num_envs=4, horizon=4, compile=True, device="cpu")
+    assert algo._sample == algo.policy.sample and algo._act == algo.policy.act
+    assert algo._chunk_losses != algo._chunk_losses_eager
