@@ -436,13 +436,13 @@ class Algorithm:
             advantage_normalization=normalization(advantages) if hp.normalize_advantages else None,
         )
 
-        # --- minibatch SGD passes
+        # --- minibatch SGD passes; the coefficients logged are the ones this update used
+        lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         sums, passes, grad_norm = self._sgd_passes(batch)
 
         # --- schedules move with training env transitions (the logged env/steps axis)
         env_steps = n * horizon * (self.state.steps + 1)
-        lr = self.lr_scheduler.step(env_steps)
-        entropy_coeff_used = self.entropy_scheduler.coeff
+        self.lr_scheduler.step(env_steps)
         self.entropy_scheduler.step(env_steps)
         self.state.buffered = False
         self.state.steps += 1
@@ -457,7 +457,7 @@ class Algorithm:
         stats["monitors/sgd_iters"] = float(passes)
         stats["coefficients/entropy"] = entropy_coeff_used
         stats["coefficients/vf"] = hp.vf_coeff
-        stats["coefficients/lr"] = lr
+        stats["coefficients/lr"] = lr_used
         stats["profiling/step_ms"] = 1000.0 * (time.perf_counter() - start)
         return stats
 

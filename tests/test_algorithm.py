@@ -11,6 +11,7 @@ from rl8lite.data import DataKeys
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
 from rl8lite.examples import CartPole
 from rl8lite.models import DefaultModel
+from rl8lite.specs import Unbounded
 from rl8lite.update_batch import flat_rows
 
 from .helpers import EpisodicCounter, MaskedChoice
@@ -196,6 +197,36 @@ def test_values_from_one_pass_after_the_rollout_equal_per_step_values(env_cls: t
         assert per_step[DataKeys.TRUNCATED].any()  # final values read the batched values
     for key in per_step.keys(include_nested=True, leaves_only=True):
         torch.testing.assert_close(after[key], per_step[key], rtol=1e-6, atol=1e-6, msg=str(key))
+
+
+class ScalarObservations(DiscreteDummyEnv):
+    """The dummy env with scalar observations (spec shape ``[]``) of a given dtype."""
+
+    obs_dtype = torch.float32
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.observation_spec = Unbounded(shape=(), dtype=self.obs_dtype, device=self.device)
+
+    def reset(self, *, config=None) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        return super().reset(config=config)[:, 0].to(self.obs_dtype)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        out = super().step(action)
+        out["obs"] = out["obs"][:, 0].to(self.obs_dtype)
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_default_model_takes_scalar_observations(dtype: torch.dtype) -> None:
+    env_cls = type("Scalar", (ScalarObservations,), {"obs_dtype": dtype})
+    algo = Algorithm(env_cls, num_envs=4, horizon=3, seed=0)
+    assert algo.buffer[DataKeys.OBS].shape == torch.Size([4, 4])
+    algo.collect()
+    assert torch.isfinite(torch.tensor(list(algo.step().values()))).all()
+    with torch.no_grad():
+        values = algo.policy.values(algo.buffer[DataKeys.OBS][:, 0])
+    assert values.shape == torch.Size([4, 1])
 
 
 def test_separable_models_are_declared_and_hooks_turn_the_batched_values_off() -> None:

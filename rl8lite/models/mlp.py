@@ -60,7 +60,9 @@ def flat_obs_size(spec: Spec) -> int:
 def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
     """Concatenate the vector entries of a (composite) observation into ``[B, D]`` floats."""
     if not isinstance(spec, Composite):
-        return obs.reshape(obs.shape[0], -1).float() if obs.dtype != torch.float32 else obs
+        if obs.dim() != 2:  # scalar observations [B] become [B, 1], tensors [B, ...] rows
+            obs = obs.reshape(obs.shape[0], -1)
+        return obs if obs.dtype == torch.float32 else obs.float()
     parts = []
     for key, _ in _vector_entries(spec):
         value = obs.get(tuple(key.split(".")))
