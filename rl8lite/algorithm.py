@@ -295,10 +295,12 @@ class Algorithm:
                     if episodic:
                         terminated_buf[:, t] = out[DataKeys.TERMINATED]
                         truncated_buf[:, t] = out[DataKeys.TRUNCATED]
-                        if recurrent:
-                            self._end_states(out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED])
                         if final_obs_buf is not None:
                             final_obs_buf[:, t] = out[DataKeys.FINAL_OBS]
+                            if recurrent:
+                                self._keep_final_states(t)
+                        if recurrent:
+                            self._end_states(out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED])
             except Exception:
                 # A NaN/Inf from the env often breaks the policy one step later
                 # (e.g. sampling): name the env output, not the symptom.
@@ -322,9 +324,7 @@ class Algorithm:
                 truncated_buf.zero_()
             ends = (terminated_buf[:, :horizon, 0] | truncated_buf[:, :horizon, 0]) if episodic else None
             if episodic:
-                # A recurrent value of final_obs needs the state at that step: the
-                # pre-step value stands in (as without final_obs).
-                self._fill_final_values(None if recurrent else final_obs_buf)
+                self._fill_final_values(final_obs_buf)
             stats = self._collect_stats(rewards, ends)
 
         self._episodic = episodic
@@ -355,9 +355,13 @@ class Algorithm:
         truncated = self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
         copies, steps = truncated.nonzero(as_tuple=True)
         if copies.numel():
-            final_values[copies, steps] = self._in_collect_chunks(
-                self.policy.values, final_obs_buf[copies, steps]
+            final_values[copies, steps] = self._final_obs_values(
+                final_obs_buf[copies, steps], copies, steps
             )
+
+    def _final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """V(final_obs) of the truncated copies ``copies`` at time steps ``steps``."""
+        return self._in_collect_chunks(self.policy.values, final_obs)
 
     def _collect_stats(self, rewards: torch.Tensor, ends: torch.Tensor | None) -> dict[str, float]:
         hp = self.hparams
@@ -846,6 +850,8 @@ class RecurrentAlgorithm(Algorithm):
             hp.num_envs, hp.horizon // hp.seq_len, model.state_size, device=self.device
         )
         self._seqs = 0
+        #: Each step's state, kept for the values of ``final_obs`` (envs that return it).
+        self._final_states: torch.Tensor | None = None
 
     def _reset_states(self) -> None:
         self._states = torch.zeros_like(self._states)
@@ -865,6 +871,21 @@ class RecurrentAlgorithm(Algorithm):
 
     def _end_states(self, done: torch.Tensor) -> None:
         self._states = self._states * (~done).to(self._states.dtype)
+
+    def _keep_final_states(self, t: int) -> None:
+        """Keep step ``t``'s state (before episode ends zero it): the state a truncated
+        copy's ``final_obs`` is valued with, as if its episode had gone on."""
+        if self._final_states is None:
+            hp = self.hparams
+            self._final_states = torch.empty(
+                hp.num_envs, hp.horizon, self._states.shape[-1], dtype=self._states.dtype, device=self.device
+            )
+        self._final_states[:, t] = self._states
+
+    def _final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        assert self._final_states is not None
+        states = self._final_states[copies, steps]
+        return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], final_obs, states)
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
         return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], obs, self._states)

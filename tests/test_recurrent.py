@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rl8lite import Algorithm, ConfigError, RecurrentAlgorithm, RecurrentAlgorithmConfig, RecurrentTrainer
+from rl8lite.data import DataKeys
 from rl8lite.examples import CartPole
 
 from .helpers import CueRecall
@@ -44,6 +45,30 @@ def test_state_is_reset_per_copy_at_episode_ends_and_stored_per_sequence() -> No
     stored = periodic._sequence_states
     assert torch.count_nonzero(stored[:, 0]) == 0 and torch.count_nonzero(stored[:, 2]) == 0
     assert torch.count_nonzero(stored[:, 1]) > 0 and torch.count_nonzero(stored[:, 3]) > 0
+
+
+@pytest.mark.parametrize("collect_chunk_size", [None, 4])
+def test_truncated_copies_bootstrap_from_final_obs_with_the_carried_state(collect_chunk_size) -> None:
+    algo = RecurrentAlgorithm(CartPole, num_envs=6, horizon=12, seq_len=4, seqs_per_state_reset=-1,
+                              env_config={"max_episode_steps": 5}, collect_chunk_size=collect_chunk_size, seed=0)
+    algo.collect()
+    buf, model = algo.buffer, algo.policy.model
+    truncated = buf[DataKeys.TRUNCATED][:, :12, 0]
+    ends = truncated | buf[DataKeys.TERMINATED][:, :12, 0]
+    assert truncated.any()
+    # Replay the rollout from the buffer: V(final_obs_t) continues from the state after obs_t.
+    expected = torch.full((6, 12), float("nan"))
+    states = model.init_states(6, algo.device)
+    with torch.no_grad():
+        for t in range(12):
+            _, _, states = model(buf[DataKeys.OBS][:, t], states)
+            expected[:, t] = model(buf[DataKeys.FINAL_OBS][:, t], states)[1][:, 0]
+            states = states * (~ends[:, t, None]).float()
+    final_values = buf[DataKeys.FINAL_VALUES][:, :12, 0]
+    torch.testing.assert_close(final_values[truncated], expected[truncated], rtol=1e-5, atol=1e-6)
+    pre_step_values = buf[DataKeys.VALUES][:, :12, 0]
+    assert not torch.allclose(final_values[truncated], pre_step_values[truncated])
+    torch.testing.assert_close(final_values[~truncated], pre_step_values[~truncated])
 
 
 def test_single_env_and_validate() -> None:
