@@ -223,11 +223,13 @@ class MlflowTracker:
         experiment_name: Experiment to log into (created when missing).
         run_name: Optional name of the run.
         tags: Optional tags of the run.
-        tracking_uri: Store to use (default: :func:`default_tracking_uri`).
+        tracking_uri: Store to use (default: the store of the active MLflow run when one is
+            active, else :func:`default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
 
     Raises:
-        TrackingError: The store cannot be reached or written.
+        TrackingError: The store cannot be reached or written, or an MLflow run is
+            active in another store than ``tracking_uri``.
     """
 
     def __init__(
@@ -240,7 +242,17 @@ class MlflowTracker:
         flush_interval_s: float = 1.0,
         run_id: str | None = None,
     ) -> None:
-        self.tracking_uri = tracking_uri or default_tracking_uri()
+        active = mlflow.active_run()
+        # A user's active run lives in MLflow's current store (which may be MLflow's own
+        # default, not the mlruns/ one): log there, into that run.
+        adopt = active is not None and run_id is None
+        self.tracking_uri = tracking_uri or (mlflow.get_tracking_uri() if adopt else default_tracking_uri())
+        if adopt and self.tracking_uri != mlflow.get_tracking_uri():
+            raise TrackingError(
+                f"an MLflow run is active in the store {mlflow.get_tracking_uri()!r}, but the"
+                f" tracker was given the store {self.tracking_uri!r}: pass no tracking_uri to log"
+                " into the active run, or end that run first."
+            )
         #: Whether this tracker continues an existing run (its params are already logged).
         self.resumed = run_id is not None
         self.flush_interval_s = flush_interval_s
@@ -248,7 +260,6 @@ class MlflowTracker:
         self._pending_lock = threading.Lock()  # guards _pending
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
-        active = mlflow.active_run()
         try:
             self.client = MlflowClient(self.tracking_uri)
             if run_id is not None:

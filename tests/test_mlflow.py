@@ -108,6 +108,24 @@ def test_context_manager_ends_the_run_failed_on_error(experiment_name: str, clie
     assert client.get_run(trainer.tracker.run_id).info.status == "FAILED"
 
 
+def test_a_user_run_in_mlflows_own_default_store_is_logged_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, experiment_name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(None)  # MLflow's default store, not rl8lite's mlruns/ one
+    mlflow.set_experiment(experiment_name)
+    with mlflow.start_run() as user_run:
+        store = mlflow.get_tracking_uri()
+        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), progress=False) as trainer:
+            trainer.step()
+        assert trainer.tracker.run_id == user_run.info.run_id
+        assert trainer.tracker.tracking_uri == store
+        assert history(mlflow.MlflowClient(store), user_run.info.run_id, "env/steps") == [(4, 4.0)]
+        with pytest.raises(TrackingError, match="an MLflow run is active in the store"):
+            MlflowTracker(experiment_name, tracking_uri=f"sqlite:///{tmp_path / 'other.db'}")
+
+
 def test_default_store_is_sqlite_in_the_nearest_mlruns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "mlruns").mkdir()
     (tmp_path / "notebooks").mkdir()
