@@ -4,6 +4,12 @@ A condition is any ``Callable[[dict[str, float]], bool]``. A condition that
 watches a stat the trainer does not produce raises :class:`UnknownStatError`
 naming the key and listing the stats that exist.
 
+A NaN value carries no information (``episodes/return_mean`` is NaN for a
+collect in which no episode ended): every condition here ignores it, so it never
+stops training, never counts towards a ``patience``, never resets one and never
+becomes the value compared against; the decision is made only from the
+non-NaN values seen. Infinities are ordinary values and compare as such.
+
 Examples:
     >>> from rl8lite.conditions import And, HitsUpperBound, Plateaus
     >>> stop = And([HitsUpperBound("returns/mean", 10.0), Plateaus("returns/mean", patience=1)])
@@ -13,6 +19,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -44,7 +51,7 @@ def read_stat(condition: object, key: str, stats: Stats) -> float:
 
 
 class HitsUpperBound:
-    """True once ``stats[key] >= upper_bound``."""
+    """True once ``stats[key] >= upper_bound`` (never for a NaN value)."""
 
     def __init__(self, key: str, upper_bound: float, /) -> None:
         self.key = key
@@ -55,7 +62,7 @@ class HitsUpperBound:
 
 
 class HitsLowerBound:
-    """True once ``stats[key] <= lower_bound``."""
+    """True once ``stats[key] <= lower_bound`` (never for a NaN value)."""
 
     def __init__(self, key: str, lower_bound: float, /) -> None:
         self.key = key
@@ -66,7 +73,11 @@ class HitsLowerBound:
 
 
 class Plateaus:
-    """True once ``stats[key]`` stays within ``rtol`` of the previous value ``patience`` times in a row."""
+    """True once ``stats[key]`` stays within ``rtol`` of the previous value ``patience`` times in a row.
+
+    A NaN value is skipped: it neither extends nor breaks the run, and the next
+    value is compared with the last non-NaN one.
+    """
 
     def __init__(self, key: str, /, *, patience: int = 5, rtol: float = 1e-3) -> None:
         if patience < 1:
@@ -81,6 +92,8 @@ class Plateaus:
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = read_stat(self, self.key, train_stats)
+        if math.isnan(value):
+            return self.losses >= self.patience
         if self.old_value is not None and abs(value - self.old_value) <= self.rtol * abs(self.old_value):
             self.losses += 1
         else:
@@ -90,7 +103,11 @@ class Plateaus:
 
 
 class _StopsImproving:
-    """True once ``stats[key]`` fails to beat its best value ``patience`` times in a row."""
+    """True once ``stats[key]`` fails to beat its best value ``patience`` times in a row.
+
+    A NaN value is skipped: it is not a miss, does not reset the count and never
+    becomes the best value, so only NaN values never stop.
+    """
 
     sign: float
 
@@ -104,6 +121,8 @@ class _StopsImproving:
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = self.sign * read_stat(self, self.key, train_stats)
+        if math.isnan(value):
+            return self.losses >= self.patience
         if self.best is None or value > self.best:
             self.best = value
             self.losses = 0
@@ -113,13 +132,13 @@ class _StopsImproving:
 
 
 class StopsIncreasing(_StopsImproving):
-    """True once ``stats[key]`` has not reached a new maximum for ``patience`` calls."""
+    """True once ``stats[key]`` has not reached a new maximum for ``patience`` calls (NaNs skipped)."""
 
     sign = 1.0
 
 
 class StopsDecreasing(_StopsImproving):
-    """True once ``stats[key]`` has not reached a new minimum for ``patience`` calls."""
+    """True once ``stats[key]`` has not reached a new minimum for ``patience`` calls (NaNs skipped)."""
 
     sign = -1.0
 

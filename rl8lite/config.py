@@ -73,7 +73,7 @@ class AlgorithmConfig:
     lr_schedule_kind: ScheduleKind = "step"
     #: Optimizer class (default Adam).
     optimizer_cls: type[torch.optim.Optimizer] = torch.optim.Adam
-    #: Keyword arguments of the optimizer (default ``{"lr": 3e-4}``).
+    #: Keyword arguments of the optimizer (default ``{"lr": 3e-4}``); its numbers must be finite.
     optimizer_config: dict[str, Any] | None = None
     #: Samples per minibatch (``1..num_envs * horizon``); ``None`` is the whole buffer.
     sgd_minibatch_size: int | None = None
@@ -149,7 +149,10 @@ class AlgorithmConfig:
     seed: int | None = None
 
     def validate(self) -> AlgorithmConfig:
-        """Check every range; raise :class:`ConfigError` naming the field. Returns ``self``."""
+        """Check every range (numbers must be finite); raise :class:`ConfigError` naming the field.
+
+        Returns ``self``.
+        """
         _check_int(self, "num_envs", minimum=1)
         _check_int(self, "horizon", minimum=1)
         if self.horizons_per_env_reset is not None:
@@ -196,6 +199,10 @@ class AlgorithmConfig:
             validate_schedule("lr_schedule", self.lr_schedule, self.lr_schedule_kind)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        for name in ("entropy_coeff_schedule", "lr_schedule"):
+            for _, value in getattr(self, name) or []:
+                if not _is_finite(value):
+                    raise ConfigError(f"{name} values must be finite, received {value!r}")
         if not (isinstance(self.optimizer_cls, type)
                 and issubclass(self.optimizer_cls, torch.optim.Optimizer)):
             raise ConfigError(
@@ -206,6 +213,9 @@ class AlgorithmConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, dict):
                 raise ConfigError(f"{name} must be a dict or None, received {value!r}")
+        for key, value in (self.optimizer_config or {}).items():
+            if not _is_finite(value):
+                raise ConfigError(f"optimizer_config[{key!r}] must be finite, received {value!r}")
         lr = (self.optimizer_config or {}).get("lr", 3e-4)
         if not isinstance(lr, (numbers.Real, torch.Tensor)) or not float(lr) > 0:
             raise ConfigError(f"optimizer_config['lr'] must be > 0, received {lr!r}")
@@ -291,14 +301,32 @@ def _check_float(
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, received {value!r}")
-    too_low = low is not None and (value <= low if low_open else value < low)
-    too_high = high is not None and (value >= high if high_open else value > high)
+    # A missing bound is an open infinite one: every value must be finite.
+    if low is None:
+        low, low_open = -math.inf, True
+    if high is None:
+        high, high_open = math.inf, True
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
     if too_low or too_high:
         left = "(" if low_open else "["
         right = ")" if high_open else "]"
-        interval = f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}{right}"
+        interval = f"{left}{low}, {high}{right}"
         suffix = " or None" if optional else ""
         raise ConfigError(f"{name} must be in {interval}{suffix}, received {value}")
+
+
+def _is_finite(value: Any) -> bool:
+    """False when ``value`` is, or (a tuple or list, e.g. Adam's ``betas``) holds, a NaN or inf."""
+    if isinstance(value, numbers.Integral):
+        return True
+    if isinstance(value, numbers.Real):
+        return math.isfinite(value)
+    if isinstance(value, torch.Tensor):
+        return bool(torch.isfinite(value).all())
+    if isinstance(value, (tuple, list)):
+        return all(_is_finite(v) for v in value)
+    return True
 
 
 def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:

@@ -60,3 +60,43 @@ def test_bad_condition_arguments() -> None:
         Plateaus("x", patience=0)
     with pytest.raises(ValueError, match="patience must be >= 1"):
         StopsIncreasing("x", patience=0)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("cls, values", [(StopsIncreasing, (NAN, 10, 20, 30)), (StopsDecreasing, (NAN, -10, -20, -30))])
+def test_stops_improving_skips_a_nan_first_value(cls, values) -> None:
+    cond = cls("x", patience=2)
+    assert [cond({"x": v}) for v in values] == [False, False, False, False]
+    assert cond.best == 30 and cond.losses == 0  # the best is sign * value: 30 for both
+
+
+@pytest.mark.parametrize("cls, sign", [(StopsIncreasing, 1.0), (StopsDecreasing, -1.0)])
+def test_stops_improving_skips_nan_in_the_middle(cls, sign) -> None:
+    cond = cls("x", patience=2)
+    # NaNs neither count as "no improvement" nor reset the count of a real one
+    values = (1, 2, NAN, NAN, NAN, 3, 2, NAN, 2.5, NAN)
+    expected = [False, False, False, False, False, False, False, False, True, True]
+    assert [cond({"x": sign * v if v == v else v}) for v in values] == expected
+
+
+def test_stops_improving_never_stops_on_nan_only() -> None:
+    up, down = StopsIncreasing("x", patience=1), StopsDecreasing("x", patience=1)
+    assert not any(up({"x": NAN}) or down({"x": NAN}) for _ in range(10))
+    assert up.best is None and down.best is None
+
+
+def test_plateaus_skips_nan() -> None:
+    cond = Plateaus("x", patience=2, rtol=0.1)
+    values = (NAN, 10.0, NAN, 10.5, NAN, NAN, 10.6)
+    assert [cond({"x": v}) for v in values] == [False] * 6 + [True]
+    never = Plateaus("x", patience=1, rtol=0.0)
+    assert not any(never({"x": NAN}) for _ in range(10))
+    assert never.old_value is None
+
+
+def test_bounds_are_never_hit_by_nan() -> None:
+    assert not HitsUpperBound("x", 1.0)({"x": NAN})
+    assert not HitsLowerBound("x", 1.0)({"x": NAN})
+    assert not Or([HitsUpperBound("x", 1.0), HitsLowerBound("x", 1.0)])({"x": NAN})
