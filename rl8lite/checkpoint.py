@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from .imports import dotted_path, import_dotted_path
 FORMAT = "rl8lite-checkpoint"
 VERSION = 1
 _CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
+#: The link in a run's checkpoint folder to the checkpoint written last.
+LATEST = "latest.pt"
+_NUMBERED = re.compile(r"checkpoint-(\d+)\.pt")
 
 
 class CheckpointError(ValueError):
@@ -120,12 +124,49 @@ def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    return path
+
+
+def numbered_checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """``folder``'s ``checkpoint-<env steps>.pt`` files as ``(env steps, path)``, fewest first."""
+    found = []
+    for path in Path(folder).glob("checkpoint-*.pt"):
+        match = _NUMBERED.fullmatch(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
+    """Make ``<folder>/latest.pt`` a symlink to ``target`` and return the link.
+
+    The link is replaced atomically (a fresh link renamed over it, then the folder
+    fsynced): a crash leaves it naming either the previous checkpoint or ``target``.
+    A target in ``folder`` is linked by name (the folder can move), any other by
+    absolute path.
+    """
+    folder, target = Path(folder), Path(target)
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())
+    link = folder / LATEST
+    tmp = folder / f".{LATEST}.tmp-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    try:
+        os.symlink(dest, tmp)
+        os.replace(tmp, link)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(folder)
+    return link
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:

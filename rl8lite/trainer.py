@@ -328,9 +328,33 @@ class Trainer:
 
         The file is written atomically (a crash leaves the previous one intact)
         and logged to the run as ``checkpoints/latest.pt``. Without ``path`` it
-        goes to ``<store folder>/checkpoints/<run id>/checkpoint-<env steps>.pt``,
-        and only the newest ``keep`` such files are kept (default: all).
+        goes to ``<store folder>/checkpoints/<run id>/checkpoint-<env steps>.pt``.
+
+        The newest save is authoritative: once the file is complete, the run
+        folder's ``latest.pt`` link is pointed at it (atomically, whether the
+        file is in that folder or at ``path``), and :meth:`from_checkpoint`
+        given the run id resumes from what that link names. So after resuming
+        from an earlier checkpoint, the first save replaces the abandoned
+        branch's later checkpoints as the run's latest, even though they have
+        more env steps.
+
+        Args:
+            path: Where to write (default: the run's checkpoint folder).
+            keep: Keep only the newest ``keep`` (an int >= 1) ``checkpoint-*.pt``
+                files of this trainer's history in the run's folder (default:
+                all): files with at most this save's env steps. Files with more,
+                left by a branch that a resume from an earlier checkpoint
+                abandoned, are left alone (never resumed from the run id, and
+                overwritten only by a save at the same env steps). Applies only
+                to saves into that folder.
+
+        Raises:
+            ValueError: ``keep`` is neither None nor an int >= 1, or there is no
+                ``path`` and the tracker has no checkpoint folder (checked before
+                anything is written or removed).
+            CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
+        _check_positive_int("keep", keep, optional=True)
         tracker = self.tracker
         payload = {
             "format": ckpt.FORMAT,
@@ -352,14 +376,18 @@ class Trainer:
                 raise ValueError("this tracker has no checkpoint folder: pass path=")
             path = Path(folder) / f"checkpoint-{self.state['env/steps']:012d}.pt"
         written = ckpt.write_atomic(payload, path)
+        if folder is not None:
+            ckpt.point_latest(folder, written)  # the commit point: now the run's latest
         if hasattr(tracker, "log_artifact"):
             with tempfile.TemporaryDirectory() as tmp:
                 latest = Path(tmp) / "latest.pt"
                 latest.symlink_to(written.resolve())
                 tracker.log_artifact(latest, "checkpoints")
         if keep is not None and folder is not None and written.parent == Path(folder):
-            for old in sorted(Path(folder).glob("checkpoint-*.pt"))[:-keep]:
-                old.unlink()
+            steps = self.state["env/steps"]
+            history = [old for n, old in ckpt.numbered_checkpoints(folder) if n <= steps]
+            for old in history[:-keep]:  # history ends with the file just written
+                old.unlink(missing_ok=True)
         return written
 
     @classmethod
@@ -375,6 +403,13 @@ class Trainer:
     ) -> Trainer:
         """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
         reopen its MLflow run: the step axis continues, params are not logged again.
+
+        A run id's latest checkpoint is the one written last (see
+        :meth:`save_checkpoint`): the one the ``latest.pt`` link of the run's
+        checkpoint folder names. For a folder written before that link existed,
+        it is the ``checkpoint-*.pt`` file with the most env steps; when the link
+        names a file that is gone, or there is no local checkpoint, it is the
+        run's ``checkpoints/latest.pt`` artifact.
 
         Classes (env, model, distribution, optimizer) are imported by dotted path.
         ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU).
@@ -408,13 +443,19 @@ class Trainer:
     @staticmethod
     def _latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
         uri = tracking_uri or default_tracking_uri()
-        local = sorted(checkpoint_dir(uri, run_id).glob("checkpoint-*.pt"))
-        if local:
-            return local[-1]
+        folder = checkpoint_dir(uri, run_id)
+        link = folder / ckpt.LATEST
+        if link.is_file():
+            return link.resolve()
+        numbered = ckpt.numbered_checkpoints(folder)
+        if numbered and not link.is_symlink():  # a folder from before the link
+            return numbered[-1][1]
         destination = Path(tempfile.mkdtemp(prefix="rl8lite-checkpoint-"))
         try:
             return download_run_artifact(uri, run_id, "checkpoints/latest.pt", destination)
         except Exception as e:  # noqa: BLE001 - the store's error type varies
+            if numbered:  # a dangling link and no artifact: the most env steps, as before the link
+                return numbered[-1][1]
             raise ckpt.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
     # ------------------------------------------------------------------ lifecycle

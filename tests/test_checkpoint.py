@@ -293,3 +293,107 @@ def test_run_off_the_main_thread_warns_that_signals_will_not_checkpoint(tmp_path
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert any("outside the main thread (trainer-thread)" in m and "checkpoint_every" in m for m in messages)
     assert trainer.state["algorithm/steps"] == 1
+
+
+def folder_snapshot(folder: Path) -> dict[str, object]:
+    """Every entry of ``folder``: a link's target, a file's bytes."""
+    return {p.name: os.readlink(p) if p.is_symlink() else p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("keep", [0, -2, 1.5, True, "3"])
+def test_a_bad_keep_is_refused_before_anything_is_written_or_removed(tmp_path: Path, keep: object) -> None:
+    folder = tmp_path / "checkpoints"
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0), progress=False, save_policy=False,
+                      tracker=MemoryTracker(str(folder)))
+    for _ in range(2):
+        trainer.step()
+        trainer.save_checkpoint()
+    trainer.step()
+    before = folder_snapshot(folder)
+    with pytest.raises(ValueError, match=rf"keep must be an int >= 1 or None, received {keep!r}"):
+        trainer.save_checkpoint(keep=keep)
+    with pytest.raises(ValueError, match="keep must be an int >= 1"):
+        trainer.save_checkpoint(tmp_path / "elsewhere.pt", keep=keep)
+    assert folder_snapshot(folder) == before
+    assert not (tmp_path / "elsewhere.pt").exists()
+    newest = trainer.save_checkpoint(keep=1)
+    assert newest.is_file()
+    assert [p.name for p in folder.glob("checkpoint-*.pt")] == [newest.name]
+
+
+def saves_at_steps_2_3_4(experiment_name: str) -> tuple[str, Path]:
+    """A run with checkpoints at steps 2, 3 and 4 (env steps 128, 192, 256); its id and folder."""
+    first = make(experiment_name)
+    for step in range(1, 5):
+        first.step()
+        if step >= 2:
+            first.save_checkpoint()
+    first.close()
+    return first.tracker.run_id, first.tracker.checkpoint_dir
+
+
+def numbered(folder: Path) -> list[str]:
+    return [p.name for p in sorted(folder.glob("checkpoint-*.pt"))]
+
+
+def test_resume_from_run_id_takes_the_newest_save_not_the_most_env_steps(
+    experiment_name: str, client: mlflow.MlflowClient, tmp_path: Path
+) -> None:
+    run_id, folder = saves_at_steps_2_3_4(experiment_name)
+    branch = Trainer.from_checkpoint(folder / "checkpoint-000000000128.pt", progress=False, save_policy=False)
+    branch.step()
+    newest = branch.save_checkpoint(keep=3)
+    branch.close()
+
+    resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    resumed.close()
+    assert resumed.state == branch.state  # env steps 192, not the abandoned branch's 256
+    for a, b in zip(branch.algorithm.policy.parameters(), resumed.algorithm.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    artifact = client.download_artifacts(run_id, "checkpoints/latest.pt", str(tmp_path))
+    assert read_checkpoint(artifact)["trainer"]["state"] == branch.state
+    # keep applies to the branch's own history; the abandoned step-4 file is left alone
+    assert newest.is_file()
+    assert numbered(folder) == ["checkpoint-000000000128.pt", "checkpoint-000000000192.pt",
+                                "checkpoint-000000000256.pt"]
+    assert (folder / "latest.pt").resolve() == newest.resolve()
+
+
+def test_without_keep_the_abandoned_branch_stays_but_is_never_resumed(
+    experiment_name: str, client: mlflow.MlflowClient, tmp_path: Path
+) -> None:
+    run_id, folder = saves_at_steps_2_3_4(experiment_name)
+    all_three = ["checkpoint-000000000128.pt", "checkpoint-000000000192.pt", "checkpoint-000000000256.pt"]
+    branch = Trainer.from_checkpoint(folder / "checkpoint-000000000128.pt", progress=False, save_policy=False)
+    branch.step()
+    branch.save_checkpoint()  # keep=None: nothing is removed
+    branch.close()
+    assert numbered(folder) == all_three
+
+    resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    assert resumed.state["env/steps"] == 192
+    # pruning keeps this history's newest file (the one just written) and leaves the
+    # abandoned step-4 file alone
+    kept = resumed.save_checkpoint(keep=1)
+    resumed.close()
+    assert kept.is_file()
+    assert numbered(folder) == ["checkpoint-000000000192.pt", "checkpoint-000000000256.pt"]
+
+    # a save elsewhere is the run's latest too; once that file is gone, the artifact (its copy) is
+    again = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    again.step()
+    mine = again.save_checkpoint(tmp_path / "mine.pt")
+    again.close()
+    assert Trainer._latest_checkpoint_of_run(run_id, None) == mine.resolve()
+    mine.unlink()
+    from_artifact = Trainer._latest_checkpoint_of_run(run_id, None)
+    assert read_checkpoint(from_artifact)["trainer"]["state"]["env/steps"] == 256
+
+
+def test_a_folder_without_the_latest_link_resumes_from_the_most_env_steps(experiment_name: str) -> None:
+    # folders written before the link existed
+    run_id, folder = saves_at_steps_2_3_4(experiment_name)
+    (folder / "latest.pt").unlink(missing_ok=True)
+    resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    resumed.close()
+    assert resumed.state["env/steps"] == 256
