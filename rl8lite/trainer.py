@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from . import checkpoint as ckpt
 from .algorithm import Algorithm, RecurrentAlgorithm
@@ -277,21 +277,25 @@ class Trainer:
                         self.save_checkpoint(keep=keep_checkpoints)
                     if requests.stop is not None:
                         self.tracker.end("KILLED", message=signal.Signals(requests.stop).name)
-                        if requests.stop == signal.SIGINT:
-                            raise KeyboardInterrupt
-                        raise SystemExit(128 + requests.stop)
+                        _exit_for(requests.stop)
                     if stop:
                         break
-            self._report(train_stats, final=True)
-            if self.save_policy:
-                self._save_policy_or_warn()
+                # Still under the handlers: a signal while the policy is exported or the
+                # metrics are flushed waits for them (it would kill the process and lose both).
+                self._report(train_stats, final=True)
+                if self.save_policy:
+                    self._save_policy_or_warn()
+                if requests.checkpoint:
+                    self.save_checkpoint(keep=keep_checkpoints)
+                self.tracker.end("FINISHED")
+                if requests.stop is not None:  # training had finished: the run is complete
+                    _exit_for(requests.stop)
         except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
             raise
         except BaseException as e:
             self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
             raise
-        self.tracker.end("FINISHED")
         return train_stats
 
     def _save_policy_or_warn(self) -> None:
@@ -488,3 +492,10 @@ class Trainer:
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.
 RecurrentTrainer = Trainer
+
+
+def _exit_for(signum: int) -> NoReturn:
+    """Leave as a stop signal asks: ``KeyboardInterrupt`` for SIGINT, else exit ``128 + signum``."""
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)

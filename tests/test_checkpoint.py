@@ -187,6 +187,49 @@ def test_stop_signals_checkpoint_and_kill_the_run(tmp_path, client, signum, stat
     assert [m.step for m in client.get_metric_history(run_id, "env/steps")][-1] == steps * 64 * 16
 
 
+EXPORT_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import torch
+    torch.set_num_threads(1)
+    from rl8lite import Algorithm, Trainer
+    from rl8lite.conditions import HitsUpperBound
+    from rl8lite.env import DiscreteDummyEnv
+    signum = getattr(signal, sys.argv[1])
+    trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, seed=0), progress=False,
+                      experiment_name=sys.argv[2])
+    def export(name="policy"):
+        os.kill(os.getpid(), signum)  # the signal arrives while the policy is exported
+        return "exported"
+    trainer.log_policy = export
+    print(trainer.tracker.run_id, trainer.tracker.checkpoint_dir, flush=True)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
+    print("done", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("signame, code", [("SIGTERM", 143), ("SIGINT", -signal.SIGINT), ("SIGUSR1", 0)])
+def test_a_signal_during_the_final_export_waits_for_it_and_loses_nothing(
+    tmp_path, client, experiment_name, signame, code
+) -> None:
+    script = tmp_path / "export_child.py"
+    script.write_text(EXPORT_CHILD)
+    child = subprocess.run([sys.executable, str(script), signame, experiment_name],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert child.returncode == code, child.stderr
+    run_id, folder = child.stdout.split()[:2]
+    assert ("done" in child.stdout) is (code == 0)
+    # the training had finished and the policy was exported: the run is complete, all logged
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(run_id, "env/steps")] == [4, 8, 12]
+    checkpoints = list(Path(folder).glob("checkpoint-*.pt"))
+    if signame == "SIGUSR1":  # the checkpoint it asks for is written
+        assert [read_checkpoint(p)["trainer"]["state"]["algorithm/steps"] for p in checkpoints] == [3]
+    else:
+        assert checkpoints == []
+
+
 @pytest.mark.slow
 def test_sigusr1_checkpoints_and_continues(tmp_path, client) -> None:
     child, run_id, folder = start_child(tmp_path, 40)
