@@ -68,6 +68,23 @@ def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
     return plain
 
 
+def rebuild_problem(model: torch.nn.Module, observation_spec: Any, action_spec: Any) -> str | None:
+    """Why a resume could not rebuild the model instance ``model`` from its class and
+    ``config`` (what a checkpoint keeps of it), or ``None`` when it can."""
+    config = dict(getattr(model, "config", {}) or {})
+    call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
+    try:
+        rebuilt = type(model)(observation_spec, action_spec, **config)
+    except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
+        return f"{call} raises {type(e).__name__}: {e}"
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
+    if expected != got:
+        differing = sorted(set(expected.items()) ^ set(got.items()))[:3]
+        return f"{call} builds other parameters (e.g. {differing})"
+    return None
+
+
 def config_from_plain(plain: dict[str, Any], *, recurrent: bool = False) -> AlgorithmConfig:
     """Inverse of :func:`config_to_plain` (imports the dotted paths)."""
     values = dict(plain)

@@ -152,6 +152,7 @@ class Trainer:
         }
         self.progress = progress
         self.save_policy = save_policy
+        self._model_rebuild_checked = False
         self.tracker: Tracker = tracker or MlflowTracker(
             experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
         )
@@ -359,6 +360,7 @@ class Trainer:
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
         _check_positive_int("keep", keep, optional=True)
+        self._warn_if_model_cannot_be_rebuilt()
         tracker = self.tracker
         payload = {
             "format": ckpt.FORMAT,
@@ -393,6 +395,23 @@ class Trainer:
             for old in history[:-keep]:  # history ends with the file just written
                 old.unlink(missing_ok=True)
         return written
+
+    def _warn_if_model_cannot_be_rebuilt(self) -> None:
+        # A model passed as an instance is checkpointed as its class and config; the
+        # checkpoint is still written (its weights are in it), but say so once.
+        model, algorithm = self.algorithm.hparams.model, self.algorithm
+        if model is None or self._model_rebuild_checked:
+            return
+        self._model_rebuild_checked = True
+        problem = ckpt.rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
+        if problem is not None:
+            warnings.warn(
+                f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
+                f" instance as its class and config, and {problem}. Pass every constructor argument"
+                " on to Model.__init__(**config), or use model_cls= and model_config=.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     @classmethod
     def from_checkpoint(

@@ -9,16 +9,18 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import mlflow
 import pytest
 import torch
 
-from rl8lite import Algorithm, Trainer
+from rl8lite import Algorithm, ConfigError, Trainer
 from rl8lite.checkpoint import CheckpointError, read_checkpoint, write_atomic
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole
+from rl8lite.models import DefaultModel
 
 from .helpers import MemoryTracker
 
@@ -297,6 +299,45 @@ def test_resume_with_a_model_instance_and_final_obs_buffer(experiment_name: str,
     assert resumed.algorithm.policy.model.actor[0].out_features == 16
     resumed.step()
     resumed.close()
+    trainer.close()
+
+
+class Narrow(DefaultModel):
+    """A model whose constructor argument is not passed on to ``Model.__init__(**config)``."""
+
+    def __init__(self, observation_spec, action_spec, /, width: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(observation_spec, action_spec, num_features=2, hiddens=[width])
+
+
+def test_a_model_instance_that_its_config_cannot_rebuild_is_checkpointed_with_a_warning(
+    experiment_name: str, tmp_path: Path
+) -> None:
+    spec_env = CartPole(1)
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0,
+                                model=Narrow(spec_env.observation_spec, spec_env.action_spec, width=8)),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.step()
+    with pytest.warns(RuntimeWarning, match=r"cannot be resumed .*Narrow\(observation_spec, action_spec, \*\*model.config\) raises TypeError"):
+        written = trainer.save_checkpoint(tmp_path / "a.pt")
+    assert read_checkpoint(written)["algorithm"]["policy"]  # the weights are kept all the same
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per trainer
+        trainer.save_checkpoint(tmp_path / "b.pt")
+    trainer.close()
+    with pytest.raises(ConfigError, match="cannot build the model .*Narrow"):
+        Trainer.from_checkpoint(written, progress=False)
+
+
+def test_a_rebuildable_model_instance_saves_without_a_warning(experiment_name: str, tmp_path: Path) -> None:
+    from rl8lite.models import DefaultModel
+
+    spec_env = CartPole(1)
+    model = DefaultModel(spec_env.observation_spec, spec_env.action_spec, num_features=2, hiddens=[16])
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0, model=model),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.save_checkpoint(tmp_path / "m.pt")
     trainer.close()
 
 
