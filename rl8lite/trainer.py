@@ -423,9 +423,12 @@ class Trainer:
         device: str | None = None,
         progress: bool = True,
         save_policy: bool = True,
+        tracker: Tracker | None = None,
     ) -> Trainer:
         """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
         reopen its MLflow run: the step axis continues, params are not logged again.
+        Pass ``tracker`` to log elsewhere instead (needed for a checkpoint written with
+        a custom tracker, which has no MLflow run to reopen).
 
         A run id's latest checkpoint is the one written last (see
         :meth:`save_checkpoint`): the one the ``latest.pt`` link of the run's
@@ -438,7 +441,8 @@ class Trainer:
         ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU).
 
         Raises:
-            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint.
+            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, or
+                it names no MLflow run and no ``tracker`` is given.
         """
         path = Path(path_or_run_id)
         if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
@@ -452,12 +456,16 @@ class Trainer:
                 config = config.replace(device=device)
         except ImportError as e:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
+        run = payload["run"]
+        if tracker is None and run["run_id"] is None:
+            raise ckpt.CheckpointError(
+                f"checkpoint {str(path)!r} was written with a custom tracker and names no MLflow run"
+                " to reopen: pass tracker= to from_checkpoint"
+            )
         algorithm = algorithm_cls(env_cls, config)
         algorithm.load_state_dict(payload["algorithm"])
-        run = payload["run"]
-        tracker = MlflowTracker(
-            "", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"]
-        )
+        if tracker is None:
+            tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
         trainer = cls(algorithm, progress=progress, save_policy=save_policy, tracker=tracker)
         trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
         ckpt.restore_rng(payload["rng"])  # last: building the algorithm drew random numbers

@@ -341,6 +341,23 @@ def test_a_rebuildable_model_instance_saves_without_a_warning(experiment_name: s
     trainer.close()
 
 
+def test_a_checkpoint_written_with_a_custom_tracker_resumes_with_one(tmp_path: Path) -> None:
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0), progress=False,
+                      save_policy=False, tracker=MemoryTracker())
+    trainer.step()
+    written = trainer.save_checkpoint(tmp_path / "c.pt")
+    trainer.step()
+    with pytest.raises(CheckpointError, match="custom tracker .* pass tracker="):
+        Trainer.from_checkpoint(written, progress=False)
+    tracker = MemoryTracker()
+    resumed = Trainer.from_checkpoint(written, progress=False, save_policy=False, tracker=tracker)
+    assert resumed.tracker is tracker and resumed.state["algorithm/steps"] == 1
+    resumed.step()
+    for a, b in zip(trainer.algorithm.policy.parameters(), resumed.algorithm.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b)  # continues exactly
+    assert [step for step, _ in tracker.metrics] == [32]
+
+
 def test_checkpoint_is_taken_after_a_due_eval(experiment_name: str) -> None:
     def make_k1() -> Trainer:
         algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=3, horizons_per_env_reset=1)
