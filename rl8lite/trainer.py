@@ -199,6 +199,8 @@ class Trainer:
             RuntimeError: Called between env resets (``collects % k != 0``).
             ValueError: ``env_config`` given when ``k < 0`` after the first
                 collect (the env is never reset again, so it would be ignored).
+                Before it, the eval resets the env under ``env_config`` and the
+                first training collect resets it again under its own config.
         """
         k = self.algorithm.horizons_per_env_reset
         collects = self.state["algorithm/collects"]
@@ -219,6 +221,10 @@ class Trainer:
             results.append(self.algorithm.collect(env_config=env_config, deterministic=deterministic))
             self.state["algorithm/collects"] += 1
         self.algorithm.state.buffered = False  # evaluation data is never trained on
+        if env_config and k < 0:
+            # Only before the first collect (checked above): training must not go on under the
+            # eval's config, as its env is never reset again.
+            self.algorithm._needs_reset = True
         prefix = f"eval/{name}/" if name else "eval/"
         eval_stats = {f"{prefix}{k}": v for k, v in reduce_eval_stats(results).items()}
         self.tracker.log_metrics(eval_stats, step=self.state["env/steps"])

@@ -7,6 +7,7 @@ import pytest
 from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound, UnknownStatError
 from rl8lite.env import DiscreteDummyEnv
+from rl8lite.examples import CartPole
 
 
 def make(experiment_name: str, k: int = 1, **kw) -> Trainer:
@@ -39,6 +40,17 @@ def test_eval_env_config_with_negative_k_after_first_collect(experiment_name: st
     with pytest.raises(ValueError, match="horizons_per_env_reset < 0 means the env is reset only once"):
         trainer.eval(env_config={"bounds": 10.0})
     trainer.eval()  # without a config it is fine
+    trainer.close()
+
+
+def test_an_eval_config_before_the_first_collect_does_not_stick_to_training(experiment_name: str) -> None:
+    algo = Algorithm(CartPole, num_envs=4, horizon=3, horizons_per_env_reset=-1, seed=0)
+    trainer = Trainer(algo, experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.eval(env_config={"length": 1.0})  # k < 0: allowed before any collect
+    assert algo.env.params["length"] == 1.0
+    stats = trainer.step()  # the first training collect resets the env under its own config
+    assert stats["env/resets"] == 4 and algo.env.params["length"] == 0.5
+    assert trainer.step()["env/resets"] == 0  # and never again (k < 0)
     trainer.close()
 
 
