@@ -26,6 +26,12 @@ class NonFiniteError(ValueError):
 
 def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
     """``value`` must be ``[num_envs, *spec.shape]`` with the spec's dtype (no data read)."""
+    if isinstance(spec, Composite) and not isinstance(value, TensorDict):
+        # A spec accepts a plain dict, but the buffer stores (and slices) a TensorDict.
+        raise EnvOutputError(
+            f"{where!r}: expected a TensorDict with batch_size=[{num_envs}] and keys"
+            f" {sorted(spec)}, received {type(value).__name__}"
+        )
     try:
         spec.assert_is_in(value, key=where, check_values=False)
     except SpecError as e:

@@ -208,7 +208,8 @@ class Normal(Distribution):
         return self.mean.view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        noise = (actions.reshape(self.mean.shape) - self.mean) * torch.exp(-self.log_std)
+        actions = actions.reshape(self.mean.shape).to(self.mean.dtype)  # e.g. a float64 spec's
+        noise = (actions - self.mean) * torch.exp(-self.log_std)
         return self._gaussian_logp(noise)
 
     def entropy(self) -> torch.Tensor:
@@ -244,6 +245,13 @@ class SquashedNormal(Normal):
             raise TypeError(
                 f"SquashedNormal needs a Bounded action spec, received {action_spec!r}"
             )
+        width = action_spec.high - action_spec.low
+        if not bool((torch.isfinite(width) & (width > 0)).all()):
+            raise ValueError(
+                "SquashedNormal needs finite bounds with low < high in every action dimension,"
+                f" received low {action_spec.low.tolist()} and high {action_spec.high.tolist()}:"
+                " use an Unbounded spec (or distribution_cls=Normal) for unbounded actions"
+            )
         return _continuous_num_inputs("SquashedNormal", action_spec)
 
     def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
@@ -269,7 +277,8 @@ class SquashedNormal(Normal):
         return self._squash(self.mean)[0].view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        squashed = ((actions.reshape(self.mean.shape) - self.loc) / self.scale).clamp(
+        actions = actions.reshape(self.mean.shape).to(self.mean.dtype)  # e.g. a float64 spec's
+        squashed = ((actions - self.loc) / self.scale).clamp(
             -1 + _SQUASH_EPS, 1 - _SQUASH_EPS
         )
         u = torch.atanh(squashed)

@@ -29,7 +29,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from .policy import Policy
+from .policy import Policy, as_spec_dtype
 from .specs import Composite, Spec
 
 #: Name of the recurrent state among the served model's inputs and outputs.
@@ -101,6 +101,7 @@ class PolicyProgram(nn.Module):
         dist = self.policy.distribution(features, obs)
         # Both actions are computed so that one program serves either choice.
         actions = torch.where(deterministic, dist.deterministic_sample(), dist.sample_with_logp()[0])
+        actions = as_spec_dtype(actions, self.policy.action_spec)
         return (actions, next_states) if self.policy.recurrent else actions
 
 

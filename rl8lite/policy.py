@@ -53,12 +53,13 @@ class Policy(nn.Module):
         features = self.model.forward_features(obs) if self.separable else self.model(obs)[0]
         return self._draw(self.distribution(features, obs), deterministic)
 
-    @staticmethod
-    def _draw(dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic:
             actions = dist.deterministic_sample()
-            return actions, dist.logp(actions)
-        return dist.sample_with_logp()
+            logp = dist.logp(actions)
+        else:
+            actions, logp = dist.sample_with_logp()
+        return as_spec_dtype(actions, self.action_spec), logp
 
     def evaluate(
         self, obs: torch.Tensor | TensorDict, actions: torch.Tensor
@@ -124,3 +125,10 @@ class Policy(nn.Module):
     def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
         """The deterministic action."""
         return self.act(obs, deterministic=True)[0]
+
+
+def as_spec_dtype(actions: torch.Tensor, action_spec: Any) -> torch.Tensor:
+    """``actions`` in the action spec's dtype (distributions sample in their features'
+    float dtype, or int64 indices), as the env and the buffer expect."""
+    dtype = getattr(action_spec, "dtype", None)
+    return actions if dtype is None or actions.dtype == dtype else actions.to(dtype)

@@ -209,11 +209,13 @@ class Bounded(TensorSpec):
         high = self.high.to(value.device)
         outside = (value < low) | (value > high)
         if bool(outside.any()):
-            bad = value[outside]
+            # Name the first offender with its own bounds (they may differ per element).
+            index = tuple(int(i) for i in outside.nonzero()[0])
+            element = index[len(index) - len(self.shape):]
+            element_bounds = f"[{low[element].item()}, {high[element].item()}]"
             raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside the bounds"
-                f" [{self.low.min().item()}, {self.high.max().item()}], e.g."
-                f" {bad.flatten()[:3].tolist()}"
+                f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g. {value[index].item()}"
+                f" at index {list(index)} outside {element_bounds}"
             )
 
     def __eq__(self, other: object) -> bool:

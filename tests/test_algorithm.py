@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -11,7 +13,8 @@ from rl8lite.data import DataKeys
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
 from rl8lite.examples import CartPole
 from rl8lite.models import DefaultModel
-from rl8lite.specs import Unbounded
+from rl8lite.specs import Bounded, Unbounded
+from rl8lite.specs import Categorical as CategoricalSpec
 from rl8lite.update_batch import flat_rows
 
 from .helpers import EpisodicCounter, MaskedChoice
@@ -347,3 +350,47 @@ def test_passes_of_several_chunks_still_shuffle() -> None:
     (shuffled, rng_shuffled), (ordered, rng_ordered) = run(True), run(False)
     assert not torch.equal(rng_shuffled, rng_ordered)
     assert any(not torch.allclose(a, b) for a, b in zip(shuffled, ordered, strict=True))
+
+
+def with_action_spec(base: type, make_spec) -> type:  # type: ignore[no-untyped-def]
+    """``base`` with the action spec ``make_spec(device)``; its step checks the actions' dtype."""
+
+    class Env(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            self.action_spec = make_spec(self.device)
+
+        def step(self, action: torch.Tensor) -> TensorDict:
+            assert action.dtype == self.action_spec.dtype, action.dtype
+            return super().step(action.float() if action.is_floating_point() else action)
+
+    return Env
+
+
+@pytest.mark.parametrize(
+    "base, make_spec",
+    [
+        (ContinuousDummyEnv, lambda d: Unbounded(1, dtype=torch.float64, device=d)),
+        (ContinuousDummyEnv, lambda d: Bounded(-1.0, 1.0, shape=[1], dtype=torch.float64, device=d)),
+        (DiscreteDummyEnv, lambda d: CategoricalSpec(2, shape=[1], dtype=torch.int32, device=d)),
+    ],
+)
+def test_actions_come_in_the_action_specs_dtype(base: type, make_spec) -> None:  # type: ignore[no-untyped-def]
+    algo = Algorithm(with_action_spec(base, make_spec), num_envs=4, horizon=4, seed=0)
+    dtype = algo.env.action_spec.dtype
+    algo.collect()
+    assert algo.buffer[DataKeys.ACTIONS].dtype == dtype
+    stats = algo.step()
+    # the log-probabilities recomputed from the stored actions equal the sampled ones
+    assert stats["monitors/kl_div"] < 1e-2 and torch.isfinite(torch.tensor(stats["losses/total"]))
+    algo.collect(deterministic=True)
+    with torch.no_grad():
+        actions, logp = algo.policy.sample(algo.buffer[DataKeys.OBS][:, 0])
+    assert actions.dtype == dtype and logp.dtype == torch.float32
+
+
+@pytest.mark.parametrize("low, high", [([-1.0, -math.inf], [1.0, math.inf]), ([0.5], [0.5])])
+def test_squashed_normal_refuses_bounds_it_cannot_squash_into(low, high) -> None:  # type: ignore[no-untyped-def]
+    env_cls = with_action_spec(ContinuousDummyEnv, lambda d: Bounded(low, high, device=d))
+    with pytest.raises(ValueError, match=r"SquashedNormal needs finite bounds with low < high .*Unbounded"):
+        Algorithm(env_cls, num_envs=4, horizon=4)

@@ -10,7 +10,7 @@ from rl8lite.checks import EnvOutputError, NonFiniteError
 from rl8lite.env import DiscreteDummyEnv, EnvConfigError
 from rl8lite.examples import CartPole
 
-from .helpers import bad_env
+from .helpers import MaskedChoice, bad_env
 
 INVALID = [
     ("num_envs", 0, r"num_envs must be >= 1, received 0"),
@@ -186,3 +186,12 @@ def test_non_finite_gradient_with_finite_loss_is_named() -> None:
     handle.remove()
     for a, b in zip(before, algo.policy.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_plain_dict_observation_is_refused_by_name() -> None:
+    class DictObs(MaskedChoice):
+        def reset(self, *, config=None) -> dict:  # type: ignore[no-untyped-def, override]
+            return dict(self._obs().items())
+
+    with pytest.raises(EnvOutputError, match=r"DictObs.reset output'?: expected a TensorDict with batch_size=\[4\] and keys \['action_mask', 'position'\], received dict"):
+        Algorithm(DictObs, num_envs=4, horizon=2).collect()

@@ -51,8 +51,11 @@ def test_assert_is_in_names_key_expected_and_received() -> None:
         Unbounded(3).assert_is_in(torch.zeros(5, 4), key="obs")
     with pytest.raises(SpecError, match=r"obs: expected dtype torch.float32, received torch.float64"):
         Unbounded(3).assert_is_in(torch.zeros(5, 3, dtype=torch.float64), key="obs")
-    with pytest.raises(SpecError, match=r"a: 1 value\(s\) outside the bounds \[-1.0, 1.0\]"):
+    with pytest.raises(SpecError, match=r"a: 1 value\(s\) outside the bounds, e.g. 3.0 at index \[1, 0\] outside \[-1.0, 1.0\]"):
         Bounded(-1.0, 1.0, shape=[1]).assert_is_in(torch.tensor([[0.5], [3.0]]), key="a")
+    # per-element bounds: the offender's own bounds, not the spec's overall range
+    with pytest.raises(SpecError, match=r"e.g. 5.0 at index \[0, 0\] outside \[0.0, 1.0\]"):
+        Bounded([0.0, 10.0], [1.0, 11.0]).assert_is_in(torch.tensor([[5.0, 5.0]]))
     with pytest.raises(SpecError, match=r"outside \{0, \.\.\., 1\}"):
         Categorical(2).assert_is_in(torch.tensor([0, 2]))
 
