@@ -440,6 +440,9 @@ class Algorithm:
             advantage_normalization=normalization(advantages) if hp.normalize_advantages else None,
         )
 
+        if hp.enable_amp:
+            self._old_logp_at_update_precision(batch)
+
         # --- minibatch SGD passes; the coefficients logged are the ones this update used
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         sums, passes, grad_norm = self._sgd_passes(batch)
@@ -543,6 +546,25 @@ class Algorithm:
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
         stats = self._weighted_sums(stats_table[: len(chunk_counts)], chunk_counts)
         return [*stats, float(sum(chunk_counts))], passes, grad_norm
+
+    def _old_logp_at_update_precision(self, batch: UpdateBatch) -> None:
+        """Recompute the buffer's log-probabilities as the update will, under autocast.
+
+        The collect samples in fp32. A Gaussian's log-probability at a bf16/fp16 mean is off
+        by ~|mean| * 2^-8 / sigma standard deviations, far beyond the clip range once sigma
+        is small, so the PPO ratio would not start at 1 (measured 0.66-1.64 on Pendulum
+        with sigma = 0.018 under bf16). The random stream is left as it was.
+        """
+        hp = self.hparams
+        size = hp.num_envs * hp.horizon // self.seq_len
+        chunk = max(1, (self.update_chunk_samples or size * self.seq_len) // self.seq_len)
+        logp_rows = batch.rows[DataKeys.LOGP]
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=devices), self._autocast():
+            for start in range(0, size, chunk):
+                units = torch.arange(start, min(start + chunk, size), device=self.device, dtype=self._index_dtype())
+                logp = self._evaluate(batch.gather(units))[0]
+                logp_rows[batch.unit_rows(units).reshape(-1)] = logp.float().reshape(-1, 1)
 
     def _index_dtype(self) -> torch.dtype:
         """int32 when every buffer row index fits (units map to rows below ``N * (T + 1)``)."""

@@ -96,7 +96,8 @@ class AlgorithmConfig:
     #: once per pass (needs more than one minibatch).
     accumulate_grads: bool = False
     #: Automatic mixed precision in the update: fp16 with a grad scaler on CUDA,
-    #: bf16 autocast on CPU.
+    #: bf16 autocast on CPU. The collected log-probabilities are recomputed at that
+    #: precision first (one policy forward without autograd), so the PPO ratio starts at 1.
     enable_amp: bool = False
     #: Largest number of samples in one forward/backward of the update; larger
     #: minibatches are processed in chunks whose gradients add up to the same

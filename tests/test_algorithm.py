@@ -11,11 +11,11 @@ from tensordict import TensorDict
 from rl8lite import Algorithm, AlgorithmConfig, RecurrentAlgorithm
 from rl8lite.data import DataKeys
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
-from rl8lite.examples import CartPole
+from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
 from rl8lite.specs import Bounded, Unbounded
 from rl8lite.specs import Categorical as CategoricalSpec
-from rl8lite.update_batch import flat_rows
+from rl8lite.update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
 from .helpers import EpisodicCounter, MaskedChoice
 
@@ -121,13 +121,39 @@ def test_amp_on_cpu_runs_the_update_in_bf16_and_the_collect_in_fp32(enable_amp: 
         lambda module, args, out: seen.append((torch.is_grad_enabled(), out.dtype))
     )
     algo.collect()
+    collect_dtypes = {dtype for _, dtype in seen}
+    seen.clear()
     stats = algo.step()
-    collect_dtypes = {dtype for grad, dtype in seen if not grad}
     update_dtypes = {dtype for grad, dtype in seen if grad}
     assert collect_dtypes == {torch.float32}
     assert update_dtypes == {torch.bfloat16 if enable_amp else torch.float32}
+    # with AMP the old log-probabilities are recomputed once, without autograd, in bf16
+    assert {dtype for grad, dtype in seen if not grad} == ({torch.bfloat16} if enable_amp else set())
     assert all(p.dtype == torch.float32 for p in algo.policy.parameters())
     assert stats["losses/total"] == stats["losses/total"]  # finite, fp32 loss
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_with_amp_a_narrow_gaussian_policy_starts_its_update_at_ratio_one(recurrent: bool) -> None:
+    # A converged Pendulum policy: sigma ~ 0.018, so a bf16 mean is off by several sigmas.
+    algo_cls, extra = (RecurrentAlgorithm, {"seq_len": 4}) if recurrent else (Algorithm, {})
+    algo = algo_cls(Pendulum, num_envs=16, horizon=8, seed=0, enable_amp=True, num_sgd_iters=1, **extra)
+    with torch.no_grad():
+        algo.policy.model.actor[-1].bias.fill_(0.7)
+        algo.policy.model.log_std.fill_(-4.0)
+    algo.collect()
+    stats = algo.step()  # one pass, one optimizer step: its monitors see the ratio before any change
+    assert stats["monitors/clip_fraction"] == 0.0  # 0.02 with the collect's fp32 log-probabilities
+    assert abs(stats["monitors/kl_div"]) < 1e-6  # 3e-3 with them
+    algo.collect()
+    random_state = torch.get_rng_state()
+    algo._old_logp_at_update_precision(algo_batch(algo))
+    assert torch.equal(random_state, torch.get_rng_state())  # the random stream is untouched
+
+
+def algo_batch(algo: Algorithm) -> UpdateBatch:
+    return UpdateBatch(rows={key: flat_rows(algo.buffer[key]) for key in UPDATE_KEYS},
+                       units=algo._sequence_batch(), unit_rows=algo._unit_rows)
 
 
 def test_target_kl_stops_passes_early() -> None:
