@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import json
 import re
+import shlex
 import sys
 import tempfile
 import threading
@@ -100,7 +101,10 @@ def ui_command(tracking_uri: str, port: int = 5000) -> str:
     """
     beside = Path(sys.executable).parent / "mlflow"
     executable = str(beside) if beside.exists() else "mlflow"
-    return f"{executable} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port {port}"
+    return (
+        f"{shlex.quote(executable)} ui --backend-store-uri {shlex.quote(tracking_uri)}"
+        f" --host 127.0.0.1 --port {port}"
+    )
 
 
 def runs_view_url(experiment_id: str, port: int = 5000) -> str:

@@ -159,6 +159,7 @@ class Trainer:
         if not getattr(self.tracker, "resumed", False):
             self.tracker.log_params({**algorithm.params, "versions/mlflow": mlflow_version()})
         self._last_progress = 0.0
+        self._last_progress_step = -1
 
     # ------------------------------------------------------------------ training
     def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
@@ -514,10 +515,11 @@ class Trainer:
     def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
         if not self.progress:
             return
-        now = time.monotonic()
-        if not final and now - self._last_progress < 1.0:
+        # At most a line a second; the final report prints the last step unless it just did.
+        now, step = time.monotonic(), self.state["algorithm/steps"]
+        if (now - self._last_progress < 1.0 and not final) or step == self._last_progress_step:
             return
-        self._last_progress = now
+        self._last_progress, self._last_progress_step = now, step
         parts = [f"step {self.state['algorithm/steps']}", f"env steps {self.state['env/steps']:,}"]
         parts += [f"{key} {stats[key]:.4g}" for key in _PROGRESS_KEYS if key in stats and stats[key] == stats[key]]
         print(" | ".join(parts), file=out or sys.stdout, flush=True)

@@ -234,3 +234,13 @@ def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_stor
     run = client.get_run(out.stdout.split()[0])
     assert run.info.status == "FAILED" and run.data.tags["rl8lite.error"] == "RuntimeError: boom"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [4]
+
+
+def test_the_ui_command_survives_a_space_in_the_store_path() -> None:
+    import shlex
+
+    from rl8lite.tracking import ui_command
+
+    uri = "sqlite:////tmp/my project/mlruns/mlflow.db"
+    args = shlex.split(ui_command(uri, port=5123))
+    assert args[1:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", "5123"]

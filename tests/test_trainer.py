@@ -93,7 +93,11 @@ def test_progress_line(experiment_name: str, capsys: pytest.CaptureFixture[str])
     trainer = Trainer(algo, experiment_name=experiment_name)
     trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
     lines = capsys.readouterr().out.strip().splitlines()
+    # step 1 (the first report), then the final step once (at most a line a second)
+    assert [line.split(" | ")[0] for line in lines] == ["step 1", "step 2"]
     assert lines[-1].startswith("step 2 | env steps 24 | returns/mean")
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
+    assert [line.split(" | ")[0] for line in capsys.readouterr().out.strip().splitlines()] == ["step 3"]
     quiet = make(experiment_name)
     quiet.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
     assert capsys.readouterr().out == ""
