@@ -43,6 +43,9 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
             torch.from_numpy(np.ascontiguousarray(model_input[spec["name"]], dtype=spec["dtype"]))
             for spec in self.io["inputs"]
         ]
+        sizes = {spec["name"]: len(t) for spec, t in zip(self.io["inputs"], tensors)}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"every input must hold the same number of rows (the batch); received {sizes}")
         with torch.no_grad():
             outputs = self.program(*tensors, torch.tensor(deterministic))
         if self.io["recurrent"]:

@@ -67,6 +67,8 @@ def test_dict_observations_with_an_action_mask(tmp_path: Path) -> None:
     assert model.metadata.get_input_schema().input_names() == ["position", "action_mask"]
     with pytest.raises(mlflow.exceptions.MlflowException, match="action_mask"):
         model.predict({"position": obs["position"]})
+    with pytest.raises(ValueError, match=r"same number of rows .*'position': 3, 'action_mask': 2"):
+        model.predict({"position": obs["position"][:3], "action_mask": obs["action_mask"][:2]})
 
 
 class NestedMasked(MaskedChoice):
