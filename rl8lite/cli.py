@@ -3,7 +3,9 @@
 Exit status: 0 when training stopped at ``--max-steps``; 2 when the command
 line, the config file or the env is wrong (one ``rl8lite: error: ...`` line,
 nothing trained); 130 after Ctrl-C (the MLflow run ends KILLED, and
-``--save`` still saves the policy as it is).
+``--save`` still saves the policy as it is). An exception raised by the user's
+own code (the env's or the model's) is not reduced to one line: it propagates
+with its traceback (status 1), which names the file and line that raised it.
 """
 
 from __future__ import annotations
@@ -11,24 +13,42 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import sysconfig
 import tempfile
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .checkpoint import CheckpointError
+from .checks import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
+from .config import ConfigError
 from .env import EnvConfigError
 from .export import ExportError, export_policy
+from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
-from .train_config import TrainConfig
+from .train_config import TrainConfig, TrainConfigError
 from .trainer import Trainer, check_run_arguments
 
 if TYPE_CHECKING:
     from .algorithm import Algorithm
 
-#: Errors that mean "the command, its config or its env is wrong": one line, status 2.
-_SETUP_ERRORS = (
-    OSError, ImportError, ValueError, EnvConfigError, NotImplementedError, TrackingError, ExportError
+#: rl8lite's own errors about its input (the command, its config, the env's outputs
+#: and specs): one line, status 2.
+_INPUT_ERRORS = (
+    ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError, SpecError,
+    CheckpointError, TrackingError, ExportError,
+)
+#: Built-in errors that are one line and status 2 only when rl8lite's own code raised
+#: them (no such config file, a dotted path that does not import, num_envs above
+#: Env.max_num_envs, ...). Raised by the user's env or model code, they keep their
+#: traceback, which names the file and line at fault.
+_RL8LITE_RAISED_ERRORS = (OSError, ImportError, ValueError, NotImplementedError)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_STDLIB_DIRS = tuple(
+    {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")}
 )
 
 _EPILOG = """\
@@ -40,7 +60,8 @@ config file (YAML or JSON):
     optimizer_config: {lr: 3e-3}
     seed: 0
 
-exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted (Ctrl-C)
+exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted (Ctrl-C),
+  1 an error raised by the env's own code (printed with its traceback)
 """
 
 
@@ -126,25 +147,87 @@ def _error(message: object) -> int:
     return 2
 
 
+def _is_under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _raised_by_rl8lite(error: BaseException) -> bool:
+    """Whether rl8lite's own code raised ``error`` (not the user's env or model code).
+
+    The innermost frame of its traceback, skipping the standard library's (``open``
+    and ``pathlib`` raise for their caller) and generated code (``<string>``,
+    ``<frozen ...>``), must be in the rl8lite package.
+    """
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    for frame in reversed(frames):
+        filename = frame.f_code.co_filename
+        if filename.startswith("<"):
+            continue
+        path = Path(filename).resolve()
+        in_stdlib = any(_is_under(path, d) for d in _STDLIB_DIRS) and not (
+            {"site-packages", "dist-packages"} & set(path.parts)
+        )
+        if not in_stdlib:
+            return _is_under(path, _PACKAGE_DIR)
+    return False
+
+
+def _save_problem(path: Path) -> str | None:
+    """Why ``--save path`` could not be saved to, or ``None``; creates no folder.
+
+    ``path`` must be an empty folder or not exist yet, and its nearest existing
+    ancestor a folder this process can write to (``os.access``, then an unnamed
+    temporary file: root passes ``os.access`` even where nothing can be created,
+    as in ``/proc``).
+    """
+    try:
+        if path.exists():
+            if not path.is_dir() or any(path.iterdir()):
+                return "already exists and is not an empty folder"
+            folder, problem = path, ""
+        else:
+            folder, problem = path.absolute().parent, "cannot be created: "
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent
+            if not folder.is_dir():
+                return f"{problem}{folder} is not a folder"
+    except OSError as e:  # e.g. an ancestor this user may not search
+        return f"cannot be checked: {e.strerror or e}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{problem}cannot write to the folder {folder}"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError:
+        return f"{problem}cannot write to the folder {folder}"
+    return None
+
+
 def _train(args: argparse.Namespace) -> int:
     # The console script, unlike `python -m`, does not put the current directory
     # on sys.path: add it (last), so `env_cls: my_env.MyEnv` imports either way.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
+    if args.save is not None:  # checked first: building the env may take a while
+        problem = _save_problem(args.save)
+        if problem is not None:
+            return _error(f"--save {args.save}: {problem}")
     try:
         config = TrainConfig.from_file(args.config_file)
         algorithm = config.build_algorithm()
         check_run_arguments(algorithm, steps_per_eval=args.steps_per_eval)
         if args.save is not None:
-            if args.save.exists() and (not args.save.is_dir() or any(args.save.iterdir())):
-                return _error(f"--save {args.save}: already exists and is not an empty folder")
             with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
         algorithm.validate()
         trainer = Trainer(
             algorithm, experiment_name=args.experiment_name, progress=not args.no_progress
         )
-    except _SETUP_ERRORS as e:
+    except _INPUT_ERRORS as e:
+        return _error(e)
+    except _RL8LITE_RAISED_ERRORS as e:
+        if not _raised_by_rl8lite(e):
+            raise  # the user's env or model code raised it: keep the traceback (status 1)
         return _error(e)
 
     hp = algorithm.hparams

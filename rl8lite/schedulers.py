@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import bisect
+import numbers
 from typing import Literal
 
 import torch
@@ -23,7 +24,12 @@ Schedule = list[tuple[int, float]]
 
 
 def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
-    """Raise ``ValueError`` naming ``name`` if the schedule or its kind is malformed."""
+    """Raise ``ValueError`` naming ``name`` if the schedule or its kind is malformed.
+
+    Each entry must be an ``(env_steps, value)`` pair: ``env_steps`` an int
+    (a whole float such as YAML's ``1e6`` too; not a bool), ``value`` a real
+    number >= 0 (not a bool). A bad entry is named with its index.
+    """
     if kind not in ("step", "interp"):
         raise ValueError(f"{name}_kind must be 'step' or 'interp', received {kind!r}")
     if schedule is None:
@@ -31,16 +37,41 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
     if not schedule:
         raise ValueError(f"{name} must be None or a non-empty list of (env_steps, value)")
     steps = []
-    for item in schedule:
+    for i, item in enumerate(schedule):
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise ValueError(f"{name} entries must be (env_steps, value) pairs, received {item!r}")
-        steps.append(item[0])
-        if item[1] < 0:
-            raise ValueError(f"{name} values must be >= 0, received {item[1]!r}")
+        step, value = item
+        if not _is_whole_number(step):
+            raise ValueError(
+                f"{name}[{i}] = {item!r}: env_steps must be an int, received"
+                f" {type(step).__name__} {step!r}"
+            )
+        if not _is_real_number(value):
+            raise ValueError(
+                f"{name}[{i}] = {item!r}: the value must be a real number, received"
+                f" {type(value).__name__} {value!r}"
+            )
+        steps.append(step)
+        if value < 0:
+            raise ValueError(f"{name} values must be >= 0, received {value!r}")
     if steps[0] != 0:
         raise ValueError(f"{name} must start at env_steps 0, received {steps[0]!r}")
     if any(b <= a for a, b in zip(steps, steps[1:])):
         raise ValueError(f"{name} env_steps must increase strictly, received {steps}")
+
+
+def _is_whole_number(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return isinstance(value, numbers.Real) and float(value).is_integer()
+
+
+def _is_real_number(value: object) -> bool:
+    if isinstance(value, torch.Tensor):  # a one-element real tensor converts with float()
+        return value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def scheduled_value(schedule: Schedule, kind: ScheduleKind, env_steps: int) -> float:

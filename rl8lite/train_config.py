@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import json
 import re
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
+from .env import Env
 from .imports import import_dotted_path
 
 if TYPE_CHECKING:
     from .algorithm import Algorithm
-    from .env import Env
     from .trainer import Trainer
 
 #: ``algorithm_config`` fields that may be given as dotted paths.
@@ -81,7 +82,8 @@ class TrainConfig:
             may then also hold ``seq_len`` and ``seqs_per_state_reset``).
 
     Raises:
-        TrainConfigError: A field has the wrong type.
+        TrainConfigError: A field has the wrong type, or ``env_cls`` is not a
+            concrete :class:`~rl8lite.Env` subclass.
         UnknownFieldError: ``algorithm_config`` names an unknown field.
         ImportError: A dotted path does not import.
         ConfigError: A hyperparameter is out of range.
@@ -105,12 +107,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.recurrent, bool):
             raise TrainConfigError(f"recurrent must be true or false, received {self.recurrent!r}")
+        _check_env_cls(self.env_cls)
         if isinstance(self.env_cls, str):
-            self.env_cls = import_dotted_path(self.env_cls, what="env_cls")
-        if not callable(self.env_cls):
-            raise TrainConfigError(
-                f"env_cls must be an env class or its dotted path, received {self.env_cls!r}"
-            )
+            path = self.env_cls
+            self.env_cls = import_dotted_path(path, what="env_cls")
+            _check_env_cls(self.env_cls, path)
         if self.algorithm_config is None:
             self.algorithm_config = {}
         if not isinstance(self.algorithm_config, Mapping):
@@ -183,13 +184,54 @@ class TrainConfig:
             raise type(e)(f"{p}: {e}") from e
 
 
+def _check_env_cls(env_cls: Any, path: str | None = None) -> None:
+    """``env_cls`` (imported from ``path``, if given) must be a concrete :class:`Env` subclass."""
+    if isinstance(env_cls, str) and path is None:
+        return  # a dotted path, imported next
+    shown = f"env_cls {path!r}" if path is not None else "env_cls"
+    if not (isinstance(env_cls, type) and issubclass(env_cls, Env)):
+        expected = "must name a subclass of rl8lite.Env" if path is not None else (
+            "must be a subclass of rl8lite.Env or its dotted path"
+        )
+        raise TrainConfigError(f"{shown} {expected}, received {_describe(env_cls)}")
+    missing = sorted(getattr(env_cls, "__abstractmethods__", ()))
+    if missing:
+        if path is None:
+            shown = f"env_cls {_describe(env_cls)}"
+        raise TrainConfigError(
+            f"{shown} cannot be instantiated: it does not implement the abstract method(s)"
+            f" {', '.join(missing)}"
+        )
+
+
+def _describe(obj: Any) -> str:
+    """``class pkg.mod.Name``, ``function pkg.mod.name`` or ``int 5``, for error messages."""
+    if isinstance(obj, types.ModuleType):
+        return f"module {obj.__name__}"
+    qualname = getattr(obj, "__qualname__", None)
+    module = getattr(obj, "__module__", None)
+    if isinstance(qualname, str) and isinstance(module, str):
+        kind = "class" if isinstance(obj, type) else type(obj).__name__
+        return f"{kind} {module}.{qualname}"
+    return f"{type(obj).__name__} {obj!r}"
+
+
 def _read_mapping(p: Path) -> dict[str, Any]:
     suffix = p.suffix.lower()
     if suffix not in (".yaml", ".yml", ".json"):
         raise TrainConfigError(f"{p}: a train config must be a .yaml, .yml or .json file")
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such config file")
-    text = p.read_text(encoding="utf-8")
+    raw = p.read_bytes()
+    try:
+        # newlines translated as read_text() (text mode) does
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise TrainConfigError(
+            f"{p}: not UTF-8 text: byte {raw[e.start]:#04x} on line {line} ({e.reason});"
+            " save it as UTF-8"
+        ) from None
     if suffix == ".json":
         try:
             data = json.loads(text)
@@ -200,6 +242,8 @@ def _read_mapping(p: Path) -> dict[str, Any]:
             data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
             raise TrainConfigError(f"{p} is not valid YAML: {_yaml_problem(e)}") from None
+        except ValueError as e:  # a value YAML cannot construct, e.g. the date 2024-13-01
+            raise TrainConfigError(f"{p} is not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise TrainConfigError(
             f"{p} must hold a mapping with env_cls and algorithm_config, received"

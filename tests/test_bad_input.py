@@ -59,6 +59,12 @@ INVALID = [
     ("entropy_coeff_schedule", [(0, 0.1), (8, float("nan"))], r"entropy_coeff_schedule values must be finite, received nan"),
     ("entropy_coeff_schedule", [(0, 0.1), (0, 0.0)], r"entropy_coeff_schedule env_steps must increase strictly"),
     ("lr_schedule_kind", "cosine", r"lr_schedule_kind must be 'step' or 'interp'"),
+    ("lr_schedule", [(0, "1e-3")], r"lr_schedule\[0\] = \(0, '1e-3'\): the value must be a real number, received str"),
+    ("entropy_coeff_schedule", [(0, 1e-3), (10, "abc")],
+     r"entropy_coeff_schedule\[1\] = \(10, 'abc'\): the value must be a real number, received str 'abc'"),
+    ("entropy_coeff_schedule", [(0, 0.1), (8, None)], r"entropy_coeff_schedule\[1\] = \(8, None\): the value must be"),
+    ("lr_schedule", [(0, 0.1), (True, 0.2)], r"lr_schedule\[1\] = \(True, 0.2\): env_steps must be an int, received bool"),
+    ("lr_schedule", [(0, 0.1), (8.5, 0.2)], r"lr_schedule\[1\] = \(8.5, 0.2\): env_steps must be an int, received float"),
     ("seed", -1, r"seed must be >= 0"),
     ("device", "cuda:0" if not torch.cuda.is_available() else "tpu", r"device .*"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 from importlib.metadata import entry_points
@@ -15,7 +16,7 @@ import torch
 
 from rl8lite import ConfigError
 from rl8lite.cli import main
-from rl8lite.env import DiscreteDummyEnv
+from rl8lite.env import DiscreteDummyEnv, Env
 from rl8lite.train_config import TrainConfig, TrainConfigError, UnknownFieldError
 
 NUM_ENVS, HORIZON = 4, 8
@@ -34,10 +35,36 @@ algorithm_config:
 FLAGS = ("--config-file", "--experiment-name", "--max-steps", "--steps-per-eval", "--save", "--no-progress")
 
 
-def write(tmp_path: Path, name: str, text: str) -> Path:
+def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
     path = tmp_path / name
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     return path
+
+
+class NoStepEnv(Env):
+    """Forgot to define ``step``: abstract, so it cannot be built."""
+
+    def reset(self, *, config: dict | None = None) -> torch.Tensor:
+        return torch.zeros(self.num_envs, 1)
+
+
+class StepBugEnv(DiscreteDummyEnv):
+    """A bug in the user's own ``step`` (raises ValueError)."""
+
+    def step(self, action: torch.Tensor):  # type: ignore[no-untyped-def]
+        x, y = action.shape[0], 1, 2  # noqa: F841
+        return super().step(action)
+
+
+class InitBugEnv(DiscreteDummyEnv):
+    """A bug in the user's own constructor (raises FileNotFoundError, an OSError)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        open(Path(__file__).with_name("no-such-env-data.csv"))  # noqa: SIM115
 
 
 def runs_of(client: mlflow.MlflowClient, experiment_name: str) -> list[mlflow.entities.Run]:
@@ -128,6 +155,30 @@ BAD_FILES = {
                      "gamma must be in (0.0, 1.0], received 1.5"),
     "recurrent": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nrecurrent: true\nalgorithm_config: {horizon: 6, seq_len: 4}\n",
                   "seq_len=4 must be a factor of horizon=6"),
+    "abstract env": ("c.yaml", f"env_cls: {__name__}.NoStepEnv\n",
+                     f"env_cls '{__name__}.NoStepEnv' cannot be instantiated: it does not implement the abstract"
+                     " method(s) step"),
+    "abstract Env itself": ("c.yaml", "env_cls: rl8lite.env.Env\n",
+                            "env_cls 'rl8lite.env.Env' cannot be instantiated: it does not implement the abstract"
+                            " method(s) reset, step"),
+    "not an Env class": ("c.yaml", "env_cls: rl8lite.Algorithm\n",
+                         "env_cls 'rl8lite.Algorithm' must name a subclass of rl8lite.Env, received class"
+                         " rl8lite.algorithm.Algorithm"),
+    "not a class": ("c.yaml", "env_cls: rl8lite.cli.build_parser\n",
+                    "env_cls 'rl8lite.cli.build_parser' must name a subclass of rl8lite.Env, received function"
+                    " rl8lite.cli.build_parser"),
+    "schedule value a string": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                "algorithm_config: {lr_schedule: [[0, '1e-3']]}\n",
+                                "lr_schedule[0] = [0, '1e-3']: the value must be a real number, received str '1e-3'"),
+    "schedule value not a number": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                    "algorithm_config: {entropy_coeff_schedule: [[0, 1e-3], [10, abc]]}\n",
+                                    "entropy_coeff_schedule[1] = [10, 'abc']: the value must be a real number,"
+                                    " received str 'abc'"),
+    "schedule step not an int": ("c.json", '{"env_cls": "rl8lite.env.DiscreteDummyEnv",'
+                                 ' "algorithm_config": {"lr_schedule": [[0, 0.1], ["8", 0.2]]}}',
+                                 "lr_schedule[1] = ['8', 0.2]: env_steps must be an int, received str '8'"),
+    "not UTF-8": ("c.yaml", b"env_cls: rl8lite.env.DiscreteDummyEnv\n# caf\xe9 (latin-1)\n",
+                  "not UTF-8 text: byte 0xe9 on line 2 (invalid continuation byte); save it as UTF-8"),
 }
 
 
@@ -164,6 +215,53 @@ def test_bad_command_line_is_status_2(
     assert main(["train", "-f", str(config), "--max-steps", "0"]) == 2  # argparse: usage + error
     assert "--max-steps: expected an int >= 1, received 0" in capsys.readouterr().err
     assert main(["train"]) == 2 and "the following arguments are required: -f" in capsys.readouterr().err
+    assert runs_of(client, experiment_name) == []
+
+
+def test_unusable_save_target_is_status_2_before_training(
+    tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = write(tmp_path, "config.yaml", CONFIG_YAML)
+    write(tmp_path, "file.txt", "")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    access = os.access
+    # root passes os.access for any folder: fake a folder this user cannot write to
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != read_only and access(path, mode, **kw))
+    cases = {
+        "under a file": (tmp_path / "file.txt" / "sub", f"{tmp_path / 'file.txt'} is not a folder"),
+        "deep under a file": (tmp_path / "file.txt" / "a" / "b", f"{tmp_path / 'file.txt'} is not a folder"),
+        "read-only folder": (read_only / "new" / "policy", f"cannot write to the folder {read_only}"),
+        "read-only empty folder": (read_only, f"cannot write to the folder {read_only}"),
+    }
+    if Path("/proc/self").is_dir():  # a pseudo file system; os.access says yes to root
+        cases["under /proc"] = (Path("/proc/rl8lite-no-such-dir/policy"), "cannot write to the folder /proc")
+    for case, (save, message) in cases.items():
+        assert main(["train", "-f", str(config), "--max-steps", "1", "--save", str(save), "--no-progress",
+                     "--experiment-name", experiment_name]) == 2, case
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"rl8lite: error: --save {save}: "), (case, err)
+        assert message in err, (case, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "file.txt", "read-only"]
+    assert list(read_only.iterdir()) == []  # nothing created by the check
+    assert runs_of(client, experiment_name) == []  # nothing was trained or logged
+
+
+@pytest.mark.parametrize("env_cls, error, message", [
+    ("StepBugEnv", ValueError, "too many values to unpack"),
+    ("InitBugEnv", FileNotFoundError, "no-such-env-data.csv"),
+])
+def test_a_bug_in_the_env_code_keeps_its_traceback(
+    env_cls: str, error: type[Exception], message: str, tmp_path: Path, experiment_name: str,
+    client: mlflow.MlflowClient, capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = CONFIG_YAML.replace("rl8lite.env.DiscreteDummyEnv", f"{__name__}.{env_cls}")
+    config = write(tmp_path, "config.yaml", text)
+    with pytest.raises(error, match=message) as raised:  # not reduced to one line: the traceback reaches the user
+        main(["train", "-f", str(config), "--max-steps", "1", "--experiment-name", experiment_name, "--no-progress"])
+    assert Path(raised.traceback[-1].path) == Path(__file__)  # raised in the env's own code, named in the traceback
+    assert "rl8lite: error" not in capsys.readouterr().err
     assert runs_of(client, experiment_name) == []
 
 
@@ -209,3 +307,10 @@ def test_train_config_in_python() -> None:
     assert recurrent.build_algorithm().policy.recurrent
     with pytest.raises(TrainConfigError, match="algorithm_config must be a mapping"):
         TrainConfig(DiscreteDummyEnv, [("horizon", 4)])  # type: ignore[arg-type]
+    with pytest.raises(TrainConfigError, match=rf"env_cls class {__name__}\.NoStepEnv cannot be instantiated: .*step$"):
+        TrainConfig(NoStepEnv)
+    with pytest.raises(TrainConfigError, match="must be a subclass of rl8lite.Env or its dotted path, received int 5"):
+        TrainConfig(5)  # type: ignore[arg-type]
+    # whole-number env_steps read as floats (YAML's 1e4) and numpy scalars are valid schedule entries
+    schedule = [(0, 1e-3), (1e4, np.float32(1e-4)), (np.int64(20_000), 0)]
+    assert TrainConfig(DiscreteDummyEnv, {"lr_schedule": schedule}).to_algorithm_config().lr_schedule == schedule
