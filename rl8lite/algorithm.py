@@ -660,6 +660,7 @@ class Algorithm:
                 vf_clip_param=hp.vf_clip_param,
                 vf_coeff=hp.vf_coeff,
                 entropy_coeff=entropy_coeff,
+                vf_loss=hp.vf_loss,
             )
 
     def _backward(self, loss: torch.Tensor) -> None:

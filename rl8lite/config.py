@@ -55,7 +55,12 @@ class AlgorithmConfig:
     gae_lambda: float = 0.95
     #: PPO ratio clip ``eps`` in ``(0, 1)``.
     clip_param: float = 0.2
-    #: Clip of the value update around the old values (``> 0``), or ``None`` for no clip.
+    #: Value loss per sample: ``"squared"`` (``(V - R)^2 / 2``, standard PPO) or
+    #: ``"smooth_l1"`` (rl8's: smooth-L1 of ``V - R``, capped at ``vf_clip_param``).
+    vf_loss: Literal["squared", "smooth_l1"] = "squared"
+    #: With ``vf_loss="squared"``: clip of the value update around the old values
+    #: (``> 0``); with ``"smooth_l1"``: the cap on each sample's loss (rl8's meaning, its
+    #: default 5). ``None``: no clip.
     vf_clip_param: float | None = None
     #: Dual-clip constant ``c > 1`` for negative advantages, or ``None``.
     dual_clip_param: float | None = None
@@ -166,6 +171,8 @@ class AlgorithmConfig:
         _check_float(self, "gamma", low=0.0, high=1.0, low_open=True)
         _check_float(self, "gae_lambda", low=0.0, high=1.0)
         _check_float(self, "clip_param", low=0.0, high=1.0, low_open=True, high_open=True)
+        if self.vf_loss not in ("squared", "smooth_l1"):
+            raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received {self.vf_loss!r}")
         _check_float(self, "vf_clip_param", low=0.0, low_open=True, optional=True)
         _check_float(self, "dual_clip_param", low=1.0, low_open=True, optional=True)
         _check_float(self, "vf_coeff", low=0.0)

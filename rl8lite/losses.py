@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 
 class PPOLosses(NamedTuple):
@@ -32,6 +33,7 @@ def ppo_losses(
     vf_clip_param: float | None = None,
     vf_coeff: float = 1.0,
     entropy_coeff: float | torch.Tensor = 0.0,
+    vf_loss: str = "squared",
 ) -> PPOLosses:
     """Proximal Policy Optimization loss (Schulman et al. 2017, arXiv:1707.06347).
 
@@ -44,9 +46,14 @@ def ppo_losses(
 
         L_dual = -mean(max(min(r A, clip(r, 1 - eps, 1 + eps) A), c A))
 
-    Value loss, optionally clipped around the old values ``V_old``:
+    Value loss (``vf_loss="squared"``), optionally clipped around the old values ``V_old``:
 
         L_vf = 0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, -c_v, c_v) - R)^2))
+
+    or rl8's (``vf_loss="smooth_l1"``): the smooth-L1 (Huber, delta 1) loss of each
+    sample, capped at ``c_v`` when given (its gradient is 0 beyond the cap):
+
+        L_vf = mean(min(huber(V - R), c_v)),  huber(x) = x^2 / 2 if |x| < 1 else |x| - 1/2
 
     Entropy bonus ``L_ent = mean(H)``; total ``L = L_pi + vf_coeff L_vf - entropy_coeff L_ent``.
 
@@ -63,15 +70,19 @@ def ppo_losses(
         objective = torch.where(advantages < 0, dual, objective)
     policy_loss = -objective.mean()
 
-    vf_error = (values - returns).square()
-    if vf_clip_param is not None:
-        clipped_values = old_values + (values - old_values).clamp(-vf_clip_param, vf_clip_param)
-        vf_error = torch.max(vf_error, (clipped_values - returns).square())
-    vf_loss = 0.5 * vf_error.mean()
+    if vf_loss == "smooth_l1":
+        huber = F.smooth_l1_loss(values, returns, reduction="none")
+        vf = (huber if vf_clip_param is None else huber.clamp(max=vf_clip_param)).mean()
+    else:
+        vf_error = (values - returns).square()
+        if vf_clip_param is not None:
+            clipped_values = old_values + (values - old_values).clamp(-vf_clip_param, vf_clip_param)
+            vf_error = torch.max(vf_error, (clipped_values - returns).square())
+        vf = 0.5 * vf_error.mean()
 
     entropy_loss = entropy.mean()
-    total = policy_loss + vf_coeff * vf_loss - entropy_coeff * entropy_loss
+    total = policy_loss + vf_coeff * vf - entropy_coeff * entropy_loss
     with torch.no_grad():
         kl_div = ((ratio - 1.0) - log_ratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > clip_param).to(ratio.dtype).mean()
-    return PPOLosses(total, policy_loss, vf_loss, entropy_loss, kl_div, clip_fraction)
+    return PPOLosses(total, policy_loss, vf, entropy_loss, kl_div, clip_fraction)

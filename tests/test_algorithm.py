@@ -106,6 +106,7 @@ def test_minibatches_chunks_and_accumulation_run() -> None:
         dict(target_kl_div=1e-9, num_sgd_iters=5),
         dict(enable_amp=True),
         dict(dual_clip_param=3.0, vf_clip_param=0.5, entropy_coeff=0.01),
+        dict(vf_loss="smooth_l1", vf_clip_param=5.0),
     ):
         algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=8, seed=0, **overrides)
         algo.collect()

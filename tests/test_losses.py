@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from rl8lite import AlgorithmConfig, ConfigError
 from rl8lite.losses import ppo_losses
 
 
@@ -100,3 +101,31 @@ def test_losses_are_means_over_the_batch() -> None:
         entropy=torch.zeros(2, 1),
     )
     assert float(out.policy) == pytest.approx(-2.0)
+
+
+def rl8_value_loss(values: torch.Tensor, returns: torch.Tensor, vf_clip_param: float) -> torch.Tensor:
+    """rl8 1.0.0's value loss (rl8/nn/functional.py), written out."""
+    return torch.clamp(torch.nn.functional.smooth_l1_loss(values, returns, reduction="none"), 0.0, vf_clip_param).mean()
+
+
+def test_smooth_l1_value_loss_is_rl8s_capped_huber_loss() -> None:
+    values = torch.tensor([[0.5], [3.0], [-9.0], [0.0]], requires_grad=True)
+    returns = torch.tensor([[0.0], [0.0], [0.0], [0.2]])
+    zeros = torch.zeros(4, 1)
+    batch = dict(logp=zeros, old_logp=zeros, advantages=zeros, old_values=zeros, entropy=zeros)
+    out = call(**batch, values=values, returns=returns, vf_loss="smooth_l1", vf_clip_param=5.0)
+    # 0.5 * 0.5^2, |3| - 0.5, capped |-9| - 0.5 -> 5, 0.5 * 0.2^2
+    assert out.vf.item() == pytest.approx((0.125 + 2.5 + 5.0 + 0.02) / 4)
+    expected = rl8_value_loss(values, returns, 5.0)
+    assert out.vf.item() == pytest.approx(expected.item())
+    (grad,) = torch.autograd.grad(out.vf, values)
+    (expected_grad,) = torch.autograd.grad(expected, values)
+    torch.testing.assert_close(grad, expected_grad)
+    assert grad[2].item() == 0.0  # beyond the cap the sample gives no gradient
+    uncapped = call(**batch, values=values, returns=returns, vf_loss="smooth_l1", vf_clip_param=None)
+    assert uncapped.vf.item() == pytest.approx((0.125 + 2.5 + 8.5 + 0.02) / 4)
+
+
+def test_an_unknown_value_loss_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="vf_loss must be 'squared' or 'smooth_l1', received 'huber'"):
+        AlgorithmConfig(vf_loss="huber").validate()  # type: ignore[arg-type]
