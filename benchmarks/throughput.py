@@ -8,14 +8,15 @@ For each env count it measures, interleaved over repeats (the machine is noisy):
 - full iteration: collect + GAE + ``num_sgd_iters`` PPO passes.
 
 Two framework-free loops are written in this file, with the same env, actor and
-critic MLPs, buffer writes, GAE and PPO loss, and no RL library code: "bare", the
-straightforward way (the critic at every step, ``torch.multinomial``, plain
-``nn.Linear``, one whole-buffer forward/backward per pass), and "tuned", the same
-math with rl8lite's shortcuts written by hand (``TunedBareLoop``). The tuned loop
+critic MLPs, buffer writes, GAE and PPO loss, and no rl8lite algorithm, buffer or
+trainer code: "bare", the straightforward way (the critic at every step,
+``torch.multinomial``, plain ``nn.Linear``, one whole-buffer forward/backward per
+pass, and no statistics, reward normalisation or ``final_obs``), and "tuned", the
+same math with rl8lite's shortcuts written by hand (``TunedBareLoop``), which also
+does rl8lite's statistics, reward normalisation, finiteness check and ``final_obs``
+bootstrapping with rl8lite's model layers and pure math functions. The tuned loop
 is the bar: rl8lite / tuned near 1 means the library costs nothing over a
 hand-tuned loop. Ratios are rl8lite / loop per repeat (> 1: rl8lite faster).
-rl8lite also does work neither loop does (reward normalisation, the collect's
-statistics and finiteness check).
 
 With ``--compare-rl8`` it instead times full iterations of rl8 1.0.0 and
 rl8lite back to back on rl8's own CartPole example (``rl8_cartpole.py``, one

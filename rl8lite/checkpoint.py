@@ -73,8 +73,10 @@ def rebuild_problem(model: torch.nn.Module, observation_spec: Any, action_spec: 
     ``config`` (what a checkpoint keeps of it), or ``None`` when it can."""
     config = dict(getattr(model, "config", {}) or {})
     call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     try:
-        rebuilt = type(model)(observation_spec, action_spec, **config)
+        with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the run's stream
+            rebuilt = type(model)(observation_spec, action_spec, **config)
     except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
         return f"{call} raises {type(e).__name__}: {e}"
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}

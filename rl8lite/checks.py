@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 from .data import DataKeys
 from .specs import Categorical, Composite, Spec, SpecError
@@ -26,7 +26,7 @@ class NonFiniteError(ValueError):
 
 def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
     """``value`` must be ``[num_envs, *spec.shape]`` with the spec's dtype (no data read)."""
-    if isinstance(spec, Composite) and not isinstance(value, TensorDict):
+    if isinstance(spec, Composite) and not isinstance(value, TensorDictBase):
         # A spec accepts a plain dict, but the buffer stores (and slices) a TensorDict.
         raise EnvOutputError(
             f"{where!r}: expected a TensorDict with batch_size=[{num_envs}] and keys"
@@ -36,7 +36,7 @@ def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
         spec.assert_is_in(value, key=where, check_values=False)
     except SpecError as e:
         raise EnvOutputError(str(e)) from None
-    shape = value.batch_size if isinstance(value, TensorDict) else value.shape
+    shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
     leading = shape[:1] if isinstance(spec, Composite) else shape[: len(shape) - len(spec.shape)]
     if tuple(leading) != (num_envs,):
         raise EnvOutputError(

@@ -102,7 +102,8 @@ class AlgorithmConfig:
     accumulate_grads: bool = False
     #: Automatic mixed precision in the update: fp16 with a grad scaler on CUDA,
     #: bf16 autocast on CPU. The collected log-probabilities are recomputed at that
-    #: precision first (one policy forward without autograd), so the PPO ratio starts at 1.
+    #: precision first (one policy forward without autograd), so the PPO ratio starts at 1
+    #: (within float noise with ``compile=True``: the recompute runs eagerly).
     enable_amp: bool = False
     #: Largest number of samples in one forward/backward of the update; larger
     #: minibatches are processed in chunks whose gradients add up to the same
@@ -175,6 +176,9 @@ class AlgorithmConfig:
         _check_float(self, "clip_param", low=0.0, high=1.0, low_open=True, high_open=True)
         if self.vf_loss not in ("squared", "smooth_l1"):
             raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received {self.vf_loss!r}")
+        for name in _NO_LIMIT_WHEN_INFINITE:
+            if getattr(self, name) == math.inf:  # "no limit", as None says (older configs use it)
+                setattr(self, name, None)
         _check_float(self, "vf_clip_param", low=0.0, low_open=True, optional=True)
         _check_float(self, "dual_clip_param", low=1.0, low_open=True, optional=True)
         _check_float(self, "vf_coeff", low=0.0)
@@ -294,6 +298,10 @@ def _check_int(
         raise ConfigError(f"{name} must be an int{alternatives}, received {value!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, received {value}")
+
+
+#: Optional limits whose ``inf`` means the same as ``None``: no limit.
+_NO_LIMIT_WHEN_INFINITE = ("vf_clip_param", "dual_clip_param", "target_kl_div", "max_grad_norm")
 
 
 def _check_float(

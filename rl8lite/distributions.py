@@ -155,6 +155,12 @@ class Categorical(Distribution):
         return -p_log_p.sum(-1, keepdim=True)
 
 
+def _math_dtype(features: torch.Tensor) -> torch.dtype:
+    """The dtype log-probabilities of actions are computed in: the features' (e.g. float64),
+    but at least float32 (actions rounded to bf16/fp16 hit the squashing bounds: atanh(1))."""
+    return torch.promote_types(features.dtype, torch.float32)
+
+
 def _split_mean_log_std(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     mean, log_std = features.chunk(2, dim=-1)
     return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
@@ -208,7 +214,7 @@ class Normal(Distribution):
         return self.mean.view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        actions = actions.reshape(self.mean.shape).to(self.mean.dtype)  # e.g. a float64 spec's
+        actions = actions.reshape(self.mean.shape).to(_math_dtype(self.mean))  # float64 spec, bf16 features
         noise = (actions - self.mean) * torch.exp(-self.log_std)
         return self._gaussian_logp(noise)
 
@@ -277,7 +283,7 @@ class SquashedNormal(Normal):
         return self._squash(self.mean)[0].view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        actions = actions.reshape(self.mean.shape).to(self.mean.dtype)  # e.g. a float64 spec's
+        actions = actions.reshape(self.mean.shape).to(_math_dtype(self.mean))  # float64 spec, bf16 features
         squashed = ((actions - self.loc) / self.scale).clamp(
             -1 + _SQUASH_EPS, 1 - _SQUASH_EPS
         )

@@ -96,6 +96,10 @@ class Env(ABC):
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         """Reset every copy, applying ``config`` (a dict of env parameters).
 
+        ``config=None`` should bring back the env's own parameters (those it was built
+        with), as the example envs do: training resets with ``None`` after an
+        evaluation under another config (:meth:`rl8lite.Trainer.eval`).
+
         Returns:
             The first observation of every copy, matching :attr:`observation_spec`
             with a leading ``[num_envs]`` batch dimension.

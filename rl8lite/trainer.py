@@ -248,7 +248,10 @@ class Trainer:
         run's ``checkpoints/latest.pt`` artifact). SIGINT and SIGTERM stop
         training after the current step with a checkpoint, and end the run
         KILLED (SIGINT then raises KeyboardInterrupt, SIGTERM SystemExit(143));
-        SIGUSR1 writes a checkpoint and training goes on.
+        SIGUSR1 writes a checkpoint and training goes on. A signal that arrives
+        after training finished (while the policy is exported) waits for the
+        export and the run's end: the run is FINISHED, SIGUSR1 still writes its
+        checkpoint, and SIGINT/SIGTERM then raise as above without one.
 
         Every stop condition sees the latest train stats after each step. With
         ``steps_per_eval``, :meth:`eval` runs every that many steps under
@@ -270,6 +273,7 @@ class Trainer:
         )
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
+        late_stop: int | None = None
         try:
             with SignalRequests() as requests:
                 while True:
@@ -296,14 +300,15 @@ class Trainer:
                 if requests.checkpoint:
                     self.save_checkpoint(keep=keep_checkpoints)
                 self.tracker.end("FINISHED")
-                if requests.stop is not None:  # training had finished: the run is complete
-                    _exit_for(requests.stop)
+                late_stop = requests.stop  # training had finished: the run is complete
         except (KeyboardInterrupt, SystemExit):
             self.tracker.end("KILLED", message="KeyboardInterrupt")
             raise
         except BaseException as e:
             self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
             raise
+        if late_stop is not None:  # after the handlers above: the run stays FINISHED
+            _exit_for(late_stop)
         return train_stats
 
     def _save_policy_or_warn(self) -> None:

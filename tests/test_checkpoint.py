@@ -317,8 +317,10 @@ def test_a_model_instance_that_its_config_cannot_rebuild_is_checkpointed_with_a_
                                 model=Narrow(spec_env.observation_spec, spec_env.action_spec, width=8)),
                       experiment_name=experiment_name, progress=False, save_policy=False)
     trainer.step()
+    random_state = torch.get_rng_state()
     with pytest.warns(RuntimeWarning, match=r"cannot be resumed .*Narrow\(observation_spec, action_spec, \*\*model.config\) raises TypeError"):
         written = trainer.save_checkpoint(tmp_path / "a.pt")
+    assert torch.equal(random_state, torch.get_rng_state())  # saving leaves the run's random stream alone
     assert read_checkpoint(written)["algorithm"]["policy"]  # the weights are kept all the same
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per trainer
@@ -335,9 +337,11 @@ def test_a_rebuildable_model_instance_saves_without_a_warning(experiment_name: s
     model = DefaultModel(spec_env.observation_spec, spec_env.action_spec, num_features=2, hiddens=[16])
     trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=4, seed=0, model=model),
                       experiment_name=experiment_name, progress=False, save_policy=False)
+    random_state = torch.get_rng_state()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trainer.save_checkpoint(tmp_path / "m.pt")
+    assert torch.equal(random_state, torch.get_rng_state())  # the rebuild check draws nothing for the run
     trainer.close()
 
 

@@ -235,3 +235,15 @@ def test_categorical_samples_bf16_features_with_float32_noise() -> None:
     rare = actions.float().mean().item()
     # bf16 noise drew it ~0.002 of the time; with float32 noise 0.001 +- 0.00005 (std).
     assert 0.0008 < rare < 0.0012
+
+
+def test_log_probabilities_of_half_precision_features_are_computed_in_float32() -> None:
+    # An fp32 action near a bound, rounded to bf16, would sit on it: atanh(1) = inf.
+    spec = Bounded(-2.0, 2.0, shape=[1])
+    features = torch.tensor([[1.8, -3.0]])
+    action = torch.tensor([[1.9964]])
+    exact = D.SquashedNormal(features, spec).logp(action)
+    half = D.SquashedNormal(features.bfloat16(), spec).logp(action)
+    assert torch.isfinite(half).all() and half.dtype == torch.float32
+    torch.testing.assert_close(half, exact, rtol=0.05, atol=0.05)
+    assert D.Normal(torch.zeros(1, 2, dtype=torch.float64), Unbounded(1)).logp(torch.zeros(1, 1)).dtype == torch.float64
