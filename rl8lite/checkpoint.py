@@ -23,8 +23,8 @@ from .imports import dotted_path, import_dotted_path
 FORMAT = "rl8lite-checkpoint"
 VERSION = 1
 _CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
-#: The link in a run's checkpoint folder to the checkpoint written last.
-LATEST = "latest.pt"
+#: The file in a run's checkpoint folder that names the checkpoint written last.
+LATEST = "latest"
 _NUMBERED = re.compile(r"checkpoint-(\d+)\.pt")
 
 
@@ -166,26 +166,39 @@ def numbered_checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path
 
 
 def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
-    """Make ``<folder>/latest.pt`` a symlink to ``target`` and return the link.
+    """Record ``target`` as the run's latest checkpoint in ``<folder>/latest``; return that file.
 
-    The link is replaced atomically (a fresh link renamed over it, then the folder
-    fsynced): a crash leaves it naming either the previous checkpoint or ``target``.
-    A target in ``folder`` is linked by name (the folder can move), any other by
-    absolute path.
+    The file holds the checkpoint's name when it is in ``folder`` (the folder can move),
+    else its absolute path. It is replaced atomically (written beside, fsynced, renamed
+    over, the folder fsynced): a crash leaves it naming the previous checkpoint or
+    ``target``. A plain file, not a symlink, so it works on any filesystem and OS.
     """
     folder, target = Path(folder), Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())
-    link = folder / LATEST
+    pointer = folder / LATEST
     tmp = folder / f".{LATEST}.tmp-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
     try:
-        os.symlink(dest, tmp)
-        os.replace(tmp, link)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(dest)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, pointer)
     finally:
         tmp.unlink(missing_ok=True)
     _fsync_dir(folder)
-    return link
+    return pointer
+
+
+def latest_in(folder: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint ``<folder>/latest`` names (it may since have been deleted), or ``None``
+    when the folder has no such record (e.g. written before it existed)."""
+    pointer = Path(folder) / LATEST
+    try:
+        dest = pointer.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return Path(folder) / dest if dest else None
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:

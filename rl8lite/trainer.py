@@ -348,9 +348,9 @@ class Trainer:
         goes to ``<store folder>/checkpoints/<run id>/checkpoint-<env steps>.pt``.
 
         The newest save is authoritative: once the file is complete, the run
-        folder's ``latest.pt`` link is pointed at it (atomically, whether the
+        folder's ``latest`` file is pointed at it (atomically, whether the
         file is in that folder or at ``path``), and :meth:`from_checkpoint`
-        given the run id resumes from what that link names. So after resuming
+        given the run id resumes from the checkpoint it names. So after resuming
         from an earlier checkpoint, the first save replaces the abandoned
         branch's later checkpoints as the run's latest, even though they have
         more env steps.
@@ -443,9 +443,9 @@ class Trainer:
         a custom tracker, which has no MLflow run to reopen).
 
         A run id's latest checkpoint is the one written last (see
-        :meth:`save_checkpoint`): the one the ``latest.pt`` link of the run's
-        checkpoint folder names. For a folder written before that link existed,
-        it is the ``checkpoint-*.pt`` file with the most env steps; when the link
+        :meth:`save_checkpoint`): the one the ``latest`` file of the run's
+        checkpoint folder names. For a folder written before that file existed,
+        it is the ``checkpoint-*.pt`` file with the most env steps; when it
         names a file that is gone, or there is no local checkpoint, it is the
         run's ``checkpoints/latest.pt`` artifact.
 
@@ -487,17 +487,17 @@ class Trainer:
     def _latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
         uri = tracking_uri or default_tracking_uri()
         folder = checkpoint_dir(uri, run_id)
-        link = folder / ckpt.LATEST
-        if link.is_file():
-            return link.resolve()
+        latest = ckpt.latest_in(folder)
+        if latest is not None and latest.is_file():
+            return latest
         numbered = ckpt.numbered_checkpoints(folder)
-        if numbered and not link.is_symlink():  # a folder from before the link
+        if numbered and latest is None:  # a folder from before the record
             return numbered[-1][1]
         destination = Path(tempfile.mkdtemp(prefix="rl8lite-checkpoint-"))
         try:
             return download_run_artifact(uri, run_id, "checkpoints/latest.pt", destination)
         except Exception as e:  # noqa: BLE001 - the store's error type varies
-            if numbered:  # a dangling link and no artifact: the most env steps, as before the link
+            if numbered:  # the named file is gone and no artifact: the most env steps, as before
                 return numbered[-1][1]
             raise ckpt.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
