@@ -146,12 +146,15 @@ class BareLoop:
         adv = ((adv - adv.mean()) / (adv.std() + 1e-8)).reshape(-1, 1)
         return adv, returns
 
+    def _samples(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rollout's observations, actions and log-probabilities, ``[N * T, ...]`` each."""
+        horizon = self.t
+        return (self.obs[:, :horizon].reshape(-1, 4), self.actions[:, :horizon].reshape(-1, 1),
+                self.logp[:, :horizon].reshape(-1, 1))
+
     def update(self) -> float:
         adv, returns = self._advantages()
-        horizon = self.t
-        obs = self.obs[:, :horizon].reshape(-1, 4)
-        actions = self.actions[:, :horizon].reshape(-1, 1)
-        old_logp = self.logp[:, :horizon].reshape(-1, 1)
+        obs, actions, old_logp = self._samples()
         for _ in range(self.num_sgd_iters):
             log_probs = torch.log_softmax(self.actor(obs), -1)
             logp = log_probs.gather(-1, actions)
@@ -269,10 +272,7 @@ class TunedBareLoop(BareLoop):
 
     def update(self) -> float:
         adv, returns = self._advantages()
-        horizon = self.t
-        obs = self.obs[:, :horizon].reshape(-1, 4)
-        actions = self.actions[:, :horizon].reshape(-1, 1)
-        old_logp = self.logp[:, :horizon].reshape(-1, 1)
+        obs, actions, old_logp = self._samples()
         size = len(obs)
         for _ in range(self.num_sgd_iters):
             self.optimizer.zero_grad(set_to_none=True)
