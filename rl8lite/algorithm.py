@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -618,8 +619,9 @@ class Algorithm:
         """``update_chunk_size`` resolved for this device (``None``: whole minibatches)."""
         return self._resolve_chunk(self.hparams.update_chunk_size, _CPU_UPDATE_CHUNK)
 
-    @property
+    @functools.cached_property
     def _collect_chunk_rows(self) -> int | None:
+        # Read every time step: resolved once (the config and the device stay as built).
         return self._resolve_chunk(self.hparams.collect_chunk_size, _CPU_COLLECT_CHUNK)
 
     def _resolve_chunk(self, size: int | str | None, cpu_size: int) -> int | None:

@@ -137,8 +137,8 @@ class Categorical(Distribution):
         # values near 0 and 1) and at least float32's tiny, so |G| < 17 and a masked
         # action's log p = finfo.min stays below every unmasked one. NaN features give NaN
         # log-probabilities (the update then stops with a NonFiniteError).
-        log_probs = self.log_probs.float()
-        uniform = torch.rand(log_probs.shape, device=log_probs.device).clamp_min_(_TINY)
+        log_probs = self.log_probs if self.log_probs.dtype == torch.float32 else self.log_probs.float()
+        uniform = torch.rand_like(log_probs).clamp_min_(_TINY)  # the same draws as torch.rand(shape)
         index = (log_probs - uniform.log_().neg_().log_()).argmax(-1, keepdim=True)
         return self._shape_actions(index), self.log_probs.gather(-1, index)
 
