@@ -912,11 +912,14 @@ class RecurrentAlgorithm(Algorithm):
 
     def _final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
         assert self._final_states is not None
-        states = self._final_states[copies, steps]
-        return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], final_obs, states)
+        return self._values_from(final_obs, self._final_states[copies, steps])
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
-        return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], obs, self._states)
+        return self._values_from(obs, self._states)
+
+    def _values_from(self, obs: Any, states: torch.Tensor) -> torch.Tensor:
+        """Values of ``obs`` continuing from recurrent ``states``, in collect chunks."""
+        return self._in_collect_chunks(lambda o, s: self.policy.model(o, s)[1], obs, states)
 
     def _unit_rows(self, units: torch.Tensor) -> torch.Tensor:
         """``[B, seq_len]`` buffer rows of sequences ``units``.

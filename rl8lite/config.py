@@ -213,10 +213,6 @@ class AlgorithmConfig:
             validate_schedule("lr_schedule", self.lr_schedule, self.lr_schedule_kind)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        for name in ("entropy_coeff_schedule", "lr_schedule"):
-            for _, value in getattr(self, name) or []:
-                if not _is_finite(value):
-                    raise ConfigError(f"{name} values must be finite, received {value!r}")
         if not (isinstance(self.optimizer_cls, type)
                 and issubclass(self.optimizer_cls, torch.optim.Optimizer)):
             raise ConfigError(

@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import bisect
+import math
 import numbers
 from typing import Literal
 
@@ -28,7 +29,7 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
 
     Each entry must be an ``(env_steps, value)`` pair: ``env_steps`` an int
     (a whole float such as YAML's ``1e6`` too; not a bool), ``value`` a real
-    number >= 0 (not a bool). A bad entry is named with its index.
+    finite number >= 0 (not a bool). A bad entry is named with its index.
     """
     if kind not in ("step", "interp"):
         raise ValueError(f"{name}_kind must be 'step' or 'interp', received {kind!r}")
@@ -52,6 +53,8 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
                 f" {type(value).__name__} {value!r}"
             )
         steps.append(step)
+        if not math.isfinite(float(value)):
+            raise ValueError(f"{name} values must be finite, received {value!r}")
         if value < 0:
             raise ValueError(f"{name} values must be >= 0, received {value!r}")
     if steps[0] != 0:

@@ -78,3 +78,5 @@ def test_scheduler_classes_match_rl8_semantics() -> None:
     assert ent.step(1000) == 0.3
     with pytest.raises(ValueError, match="must start at env_steps 0"):
         EntropyScheduler(0.0, schedule=[(1, 0.1)])
+    with pytest.raises(ValueError, match="lr_schedule values must be finite, received inf"):
+        LRScheduler(opt, schedule=[(0, float("inf"))])
