@@ -52,19 +52,23 @@ def generalized_advantage_estimate(
         A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1},   A_T = 0.
 
     The result has the promoted floating dtype of ``rewards`` and ``values``.
-    Temporaries beyond two time-major ``[T, N]`` arrays stay a few hundred KiB
-    whatever ``N`` (they are built a slice of copies at a time).
+    Temporaries stay a few hundred KiB whatever ``N``: the recursion runs a slice
+    of copies at a time.
     """
     if truncated is not None and final_values is None:
         raise ValueError("final_values is required when truncated is given")
     num_envs, num_steps = rewards.shape
     dtype = torch.result_type(rewards, values)
     dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
-    # Time-major [T, N]: the backward recursion then reads rows, not strides. Deltas and
-    # decays are built a slice of copies at a time (few temporaries), the recursion runs
-    # once over all copies and overwrites the deltas with the advantages.
-    deltas_tm = torch.empty(num_steps, num_envs, dtype=dtype, device=rewards.device)
-    decay_tm = torch.empty_like(deltas_tm)
+    differentiable = rewards.requires_grad or values.requires_grad or (
+        final_values is not None and final_values.requires_grad
+    )
+    if out is None and not differentiable:
+        out = (
+            torch.empty(num_envs, num_steps, dtype=dtype, device=rewards.device),
+            torch.empty(num_envs, num_steps, dtype=dtype, device=rewards.device),
+        )
+    parts = []
     for rows in copy_slices(num_envs, num_steps):
         deltas, continues = _deltas_and_continues(
             rewards[rows].to(dtype), values[rows].to(dtype), gamma,
@@ -72,29 +76,35 @@ def generalized_advantage_estimate(
             None if truncated is None else truncated[rows],
             None if final_values is None else final_values[rows].to(dtype),
         )
-        deltas_tm[:, rows] = deltas.t()
-        decay_tm[:, rows] = (gamma * gae_lambda * continues).t()
-    if deltas_tm.requires_grad:  # differentiable inputs: out of place, autograd records each step
+        # Time-major [T, n]: the backward recursion then reads rows, not strides.
+        advantages_tm = _advantage_recursion(deltas.t().contiguous(), (gamma * gae_lambda * continues).t())
+        if out is None:  # differentiable inputs: keep the graph, concatenate at the end
+            parts.append(advantages_tm.t())
+            continue
+        out[0][rows] = advantages_tm.t()
+        out[1][rows] = advantages_tm.t() + values[rows, :-1]
+    if out is None:
+        advantages = torch.cat(parts)
+        return advantages, advantages + values[:, :-1]
+    return out
+
+
+def _advantage_recursion(deltas_tm: torch.Tensor, decay_tm: torch.Tensor) -> torch.Tensor:
+    """``A_t = delta_t + decay_t * A_{t+1}`` (``A_{T-1} = delta_{T-1}``) over time-major ``[T, n]``;
+    overwrites ``deltas_tm`` unless it needs autograd."""
+    num_steps = deltas_tm.shape[0]
+    if deltas_tm.requires_grad:  # out of place: autograd records each step
         running = torch.zeros_like(deltas_tm[0])
         steps = []
         for t in range(num_steps - 1, -1, -1):
             running = deltas_tm[t] + decay_tm[t] * running
             steps.append(running)
-        deltas_tm = torch.stack(steps[::-1]) if steps else deltas_tm
-    else:
-        # A_t = delta_t + decay_t * A_{t+1} in place, one fused op per step (A_{T-1} = delta_{T-1}).
-        advantage_rows, decay_rows = deltas_tm.unbind(0), decay_tm.unbind(0)
-        for t in range(num_steps - 2, -1, -1):
-            advantage_rows[t].addcmul_(decay_rows[t], advantage_rows[t + 1])
-    del decay_tm
-    if out is None:
-        advantages = deltas_tm.t()
-        return advantages, advantages + values[:, :-1]
-    advantages, returns = out
-    advantages.copy_(deltas_tm.t())
-    for rows in copy_slices(num_envs, num_steps):
-        returns[rows] = deltas_tm[:, rows].t() + values[rows, :-1]
-    return advantages, returns
+        return torch.stack(steps[::-1]) if steps else deltas_tm
+    # In place, one fused op per step.
+    advantage_rows, decay_rows = deltas_tm.unbind(0), decay_tm.unbind(0)
+    for t in range(num_steps - 2, -1, -1):
+        advantage_rows[t].addcmul_(decay_rows[t], advantage_rows[t + 1])
+    return deltas_tm
 
 
 def _deltas_and_continues(
@@ -172,12 +182,13 @@ def discounted_return_trace(
         out.copy_(trace)
         return out
     out = torch.empty_like(rewards) if out is None else out
-    running = initial
+    # In place on one carried sum (no new [N] tensor per step).
+    running = initial.to(rewards.dtype, copy=True)
     for t in range(num_steps):
-        running = gamma * running + rewards[:, t]
+        running.mul_(gamma).add_(rewards[:, t])
         out[:, t] = running
         if episode_ends is not None:
-            running = running.masked_fill(episode_ends[:, t], 0.0)
+            running.masked_fill_(episode_ends[:, t], 0.0)
     return out
 
 
@@ -230,21 +241,34 @@ def episode_statistics(
         ``return_min``, ``return_max``, ``length_sum`` (0-d), and
         ``carry_return``/``carry_length`` (``[N]``) for the next collect.
     """
-    parts = [
-        _episode_statistics_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
-        for rows in copy_slices(*rewards.shape)
-    ]
-    if len(parts) == 1:
-        return parts[0]
+    slices = copy_slices(*rewards.shape)
+    if len(slices) == 1:
+        return _episode_statistics_rows(rewards, episode_ends, carry_return, carry_length)
+    # Each slice's results go straight into preallocated outputs: small tensors kept until
+    # the end would sit in the heap holes a slice's temporaries leave (glibc), so that the
+    # next slice's temporaries no longer fit there and the heap grows.
+    totals = torch.empty(len(slices), len(_SUMMED) + 2, dtype=torch.float64, device=rewards.device)
+    next_return, next_length = torch.empty_like(carry_return), torch.empty_like(carry_length)
+    for i, rows in enumerate(slices):
+        part = _episode_statistics_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
+        torch.stack([part[key].double() for key in (*_SUMMED, "return_min", "return_max")], out=totals[i])
+        next_return[rows] = part["carry_return"]
+        next_length[rows] = part["carry_length"]
+        del part
+    sums = totals[:, : len(_SUMMED)].sum(0)
     return {
-        "count": torch.stack([p["count"] for p in parts]).sum(),
-        "return_sum": torch.stack([p["return_sum"] for p in parts]).sum(),
-        "return_min": torch.stack([p["return_min"] for p in parts]).min(),
-        "return_max": torch.stack([p["return_max"] for p in parts]).max(),
-        "length_sum": torch.stack([p["length_sum"] for p in parts]).sum(),
-        "carry_return": torch.cat([p["carry_return"] for p in parts]),
-        "carry_length": torch.cat([p["carry_length"] for p in parts]),
+        "count": sums[0].to(torch.int64),
+        "return_sum": sums[1],
+        "return_min": totals[:, -2].min(),
+        "return_max": totals[:, -1].max(),
+        "length_sum": sums[2].to(torch.int64),
+        "carry_return": next_return,
+        "carry_length": next_length,
     }
+
+
+#: ``episode_statistics``' totals summed over slices of copies (float64 holds the counts exactly).
+_SUMMED = ("count", "return_sum", "length_sum")
 
 
 def _episode_statistics_rows(

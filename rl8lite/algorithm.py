@@ -505,12 +505,12 @@ class Algorithm:
         chunk_counts: list[int] = []
         grad_norms: list[torch.Tensor] = []
         passes = 0
+        # One shuffled index for every pass, redrawn in place (not a new one allocated
+        # while the last is alive); int32 where it fits: 4 bytes per unit, not 8.
+        order = torch.empty(size, device=self.device, dtype=self._index_dtype()) if shuffle else None
         for _ in range(hp.num_sgd_iters):
-            # int32 where it fits: the pass's shuffled index is 4 bytes per unit, not 8.
-            order = (
-                torch.randperm(size, device=self.device, dtype=self._index_dtype())
-                if shuffle else None
-            )
+            if order is not None:
+                torch.randperm(size, out=order)
             pass_start = len(chunk_counts)
             if hp.accumulate_grads:
                 self.optimizer.zero_grad(set_to_none=True)
@@ -609,10 +609,21 @@ class Algorithm:
         size = self._collect_chunk_rows
         if size is None or copies <= size:
             return fn(*inputs)
-        parts = [fn(*(x[start : start + size] for x in inputs)) for start in range(0, copies, size)]
-        if isinstance(parts[0], torch.Tensor):
-            return torch.cat(parts)
-        return tuple(torch.cat(outputs) for outputs in zip(*parts))
+        # Each chunk's outputs are copied into whole-batch tensors at once, not kept
+        # until a final concatenation: small blocks outliving a chunk would sit in the
+        # heap holes its activations leave, and the next chunk's would not fit there.
+        outputs: tuple[torch.Tensor, ...] = ()
+        single = False
+        for start in range(0, copies, size):
+            part = fn(*(x[start : start + size] for x in inputs))
+            single = isinstance(part, torch.Tensor)
+            parts = (part,) if single else part
+            if not outputs:
+                outputs = tuple(p.new_empty((copies, *p.shape[1:])) for p in parts)
+            for output, p in zip(outputs, parts):
+                output[start : start + size] = p
+            del part, parts
+        return outputs[0] if single else outputs
 
     @property
     def update_chunk_samples(self) -> int | None:
