@@ -127,10 +127,10 @@ class AlgorithmConfig:
     #: (:func:`rl8lite.malloc.keep_freed_memory`, process-wide, applied once and not
     #: undone): the update's temporaries stop page-faulting, measured 12-14% faster
     #: updates at 256-1024 envs on one thread (2x256 MLPs). The process's resident
-    #: memory then stays near its peak, and that peak is higher: 1.62x buffer + model +
-    #: optimizer at 65536 envs against 1.21x without it (set ``False`` when memory is
-    #: short). Skipped when a ``MALLOC_*`` variable or malloc ``GLIBC_TUNABLES`` are in
-    #: the environment.
+    #: memory then stays near its peak instead of shrinking between updates; the peak
+    #: itself measured the same with and without it (1.95x buffer + model + optimizer at
+    #: 16384 envs, see benchmarks/README.md). Skipped when a ``MALLOC_*`` variable or
+    #: malloc ``GLIBC_TUNABLES`` are in the environment.
     tune_malloc: bool = True
     #: ``torch.compile`` the update's loss (forward and backward) and, off the CPU,
     #: the policy's sampling step (feedforward collects); costs ~10-20 s of
