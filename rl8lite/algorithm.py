@@ -34,6 +34,7 @@ from .malloc import keep_freed_memory
 from .memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
 from .models import DefaultModel, DefaultRecurrentModel, Model
 from .policy import Policy
+from .reductions import extrema
 from .schedulers import EntropyScheduler, LRScheduler
 from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
@@ -369,13 +370,14 @@ class Algorithm:
         returns = rewards.sum(1)
         returns_std, returns_mean = torch.std_mean(returns, correction=0)
         rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
+        rewards_min, rewards_max = extrema(rewards)
         values: dict[str, torch.Tensor] = {
             "returns/min": returns.min(),
             "returns/max": returns.max(),
             "returns/mean": returns_mean,
             "returns/std": returns_std,
-            "rewards/min": rewards.min(),
-            "rewards/max": rewards.max(),
+            "rewards/min": rewards_min,
+            "rewards/max": rewards_max,
             "rewards/mean": rewards_mean,
             "rewards/std": rewards_std,
         }

@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from .data import DataKeys
+from .reductions import extrema
 from .specs import Categorical, Composite, Spec, SpecError
 
 
@@ -123,9 +124,9 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
     leaves = [(n, v) for n, v in leaves if v.is_floating_point() and v.numel()]
     if not leaves:
         return
-    # min and max propagate NaN and show +-Inf: one pass, no [N, T, ...] temporaries
+    # min and max propagate NaN and show +-Inf: no [N, T, ...] temporaries
     # (isfinite would build float and bool copies of the whole buffer).
-    flags = torch.stack([torch.isfinite(torch.stack(torch.aminmax(v))).all() for _, v in leaves])
+    flags = torch.stack([torch.isfinite(torch.stack(extrema(v))).all() for _, v in leaves])
     if bool(flags.all()):
         return
     for (name, value), ok in zip(leaves, flags.tolist()):
