@@ -501,9 +501,11 @@ class Algorithm:
         stats_table = torch.empty(
             hp.num_sgd_iters * chunks_per_pass, len(PPOLosses._fields), device=self.device
         )
-        # A pass that is one chunk is one optimizer step on every sample at once: the
-        # order of its samples cannot change the step, so no permutation is drawn.
-        shuffle = hp.shuffle_minibatches and chunks_per_pass > 1
+        # A pass that takes one optimizer step (one minibatch, or accumulated gradients)
+        # steps on the mean gradient of every sample: their order cannot change it (beyond
+        # float rounding), so no permutation is drawn, and no index of every unit is held.
+        steps_per_pass = 1 if hp.accumulate_grads else math.ceil(size / minibatch)
+        shuffle = hp.shuffle_minibatches and steps_per_pass > 1
         chunk_counts: list[int] = []
         grad_norms: list[torch.Tensor] = []
         passes = 0

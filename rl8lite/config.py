@@ -84,9 +84,9 @@ class AlgorithmConfig:
     sgd_minibatch_size: int | None = None
     #: Passes over the buffer per ``step`` (``>= 1``).
     num_sgd_iters: int = 4
-    #: Shuffle the buffer into new minibatches on every pass (a pass that is a single
-    #: chunk, one optimizer step on every sample at once, draws no shuffle: the order of
-    #: its samples cannot change the step).
+    #: Shuffle the buffer into new minibatches on every pass (a pass that takes a single
+    #: optimizer step, on one minibatch of every sample or with ``accumulate_grads``,
+    #: draws no shuffle: the order of its samples cannot change the step).
     shuffle_minibatches: bool = True
     #: Stop a ``step``'s passes early once a pass's mean approximate KL exceeds
     #: ``1.5 * target_kl_div`` (``> 0``), or ``None`` never to stop early.

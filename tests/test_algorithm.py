@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -366,15 +367,34 @@ def test_a_one_chunk_pass_draws_no_shuffle_and_its_order_cannot_change_the_step(
     assert moved  # the permuted buffer did sum in another order
 
 
-def test_passes_of_several_chunks_still_shuffle() -> None:
-    def run(shuffle: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
-        algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=2, update_chunk_size=24,
-                         shuffle_minibatches=shuffle)
-        algo.collect()
-        algo.step()
-        return [p.detach().clone() for p in algo.policy.parameters()], torch.rand(3)
+def _params_and_next_draws(**overrides: Any) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Policy parameters after one collect + step on 8 copies x 8 steps, and the global
+    generator's next draws (they differ when the step drew a permutation)."""
+    algo = Algorithm(CartPole, num_envs=8, horizon=8, seed=2, **overrides)
+    algo.collect()
+    algo.step()
+    return [p.detach().clone() for p in algo.policy.parameters()], torch.rand(3)
 
-    (shuffled, rng_shuffled), (ordered, rng_ordered) = run(True), run(False)
+
+@pytest.mark.parametrize(
+    "pass_layout",
+    [
+        {"update_chunk_size": 24},  # one minibatch of 64 samples in chunks of 24
+        {"sgd_minibatch_size": 16, "accumulate_grads": True},  # 4 minibatches, one step
+    ],
+    ids=["several-chunks", "accumulated-minibatches"],
+)
+def test_a_pass_of_one_optimizer_step_in_several_chunks_draws_no_shuffle(pass_layout: dict[str, Any]) -> None:
+    (shuffled, rng_shuffled) = _params_and_next_draws(shuffle_minibatches=True, **pass_layout)
+    (ordered, rng_ordered) = _params_and_next_draws(shuffle_minibatches=False, **pass_layout)
+    assert torch.equal(rng_shuffled, rng_ordered)
+    for a, b in zip(shuffled, ordered, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_passes_of_several_optimizer_steps_still_shuffle() -> None:
+    (shuffled, rng_shuffled) = _params_and_next_draws(shuffle_minibatches=True, sgd_minibatch_size=16)
+    (ordered, rng_ordered) = _params_and_next_draws(shuffle_minibatches=False, sgd_minibatch_size=16)
     assert not torch.equal(rng_shuffled, rng_ordered)
     assert any(not torch.allclose(a, b) for a, b in zip(shuffled, ordered, strict=True))
 
