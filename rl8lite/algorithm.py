@@ -300,7 +300,7 @@ class Algorithm:
                         if final_obs_buf is not None:
                             final_obs_buf[:, t] = out[DataKeys.FINAL_OBS]
                             if recurrent:
-                                self._keep_final_states(t)
+                                self._keep_final_states(t, out[DataKeys.TRUNCATED], out[DataKeys.FINAL_OBS])
                         if recurrent:
                             self._end_states(out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED])
             except Exception:
@@ -590,6 +590,10 @@ class Algorithm:
     def _act_recurrent(self, obs: Any, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
+    def _rollout_state_bytes(self) -> int:
+        """Bytes of per-copy rollout data kept outside the buffer (recurrent states)."""
+        return 0
+
     def _end_states(self, done: torch.Tensor) -> None:
         pass
 
@@ -810,7 +814,7 @@ class Algorithm:
     def memory_stats(self) -> dict[str, float]:
         """Bytes held by the buffer, model and optimizer, and the device's memory use."""
         stats = device_memory(self.device)
-        stats["memory/buffer_bytes"] = float(tensordict_bytes(self.buffer))
+        stats["memory/buffer_bytes"] = float(tensordict_bytes(self.buffer) + self._rollout_state_bytes())
         stats["memory/model_bytes"] = float(tensor_bytes(self.policy.parameters()))
         stats["memory/optimizer_bytes"] = float(optimizer_bytes(self.optimizer))
         return stats
@@ -893,7 +897,9 @@ class RecurrentAlgorithm(Algorithm):
             hp.num_envs, hp.horizon // hp.seq_len, model.state_size, device=self.device
         )
         self._seqs = 0
-        #: Each step's state, kept for the values of ``final_obs`` (envs that return it).
+        #: For the values of ``final_obs`` (envs that return it), see ``_keep_final_states``:
+        #: on the CPU those values ``[N, T, 1]``, elsewhere each step's state ``[N, T, state_size]``.
+        self._final_obs_values_kept: torch.Tensor | None = None
         self._final_states: torch.Tensor | None = None
 
     def _reset_states(self) -> None:
@@ -915,19 +921,43 @@ class RecurrentAlgorithm(Algorithm):
     def _end_states(self, done: torch.Tensor) -> None:
         self._states = self._states * (~done).to(self._states.dtype)
 
-    def _keep_final_states(self, t: int) -> None:
-        """Keep step ``t``'s state (before episode ends zero it): the state a truncated
-        copy's ``final_obs`` is valued with, as if its episode had gone on."""
+    def _keep_final_states(self, t: int, truncated: torch.Tensor, final_obs: Any) -> None:
+        """Keep what values step ``t``'s ``final_obs`` for the copies it truncated: their
+        state of step ``t`` (before episode ends zero it), as if their episode had gone on.
+
+        On the CPU the values are computed now, for the truncated copies only (finding
+        them waits on no device), and kept as ``[N, T, 1]`` floats. Elsewhere that would be
+        a host sync per time step, so every copy's state is kept (``[N, T, state_size]``:
+        ``2 * width`` floats per env step for the default LSTM) and valued after the rollout.
+        """
+        hp = self.hparams
+        if self._value_final_obs_in_rollout:
+            if self._final_obs_values_kept is None:
+                self._final_obs_values_kept = torch.empty(hp.num_envs, hp.horizon, 1, device=self.device)
+            copies = truncated.reshape(-1).nonzero().flatten()
+            if copies.numel():
+                values = self._values_from(final_obs[copies], self._states[copies])
+                self._final_obs_values_kept[copies, t] = values
+            return
         if self._final_states is None:
-            hp = self.hparams
             self._final_states = torch.empty(
                 hp.num_envs, hp.horizon, self._states.shape[-1], dtype=self._states.dtype, device=self.device
             )
         self._final_states[:, t] = self._states
 
+    @property
+    def _value_final_obs_in_rollout(self) -> bool:
+        return self.device.type == "cpu"
+
     def _final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        if self._final_obs_values_kept is not None:
+            return self._final_obs_values_kept[copies, steps]
         assert self._final_states is not None
         return self._values_from(final_obs, self._final_states[copies, steps])
+
+    def _rollout_state_bytes(self) -> int:
+        kept = (self._states, self._sequence_states, self._final_obs_values_kept, self._final_states)
+        return tensor_bytes(t for t in kept if t is not None)
 
     def _bootstrap_values(self, obs: Any) -> torch.Tensor:
         return self._values_from(obs, self._states)
