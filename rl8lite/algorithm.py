@@ -860,9 +860,10 @@ class RecurrentAlgorithm(Algorithm):
     ends, at env resets, and every ``seqs_per_state_reset`` sequences; the state
     at each sequence start is stored, and the update unrolls ``[seq_len]``
     sequences from it (truncated backpropagation through time). With an env that
-    returns ``final_obs``, every step's state is kept too, to value it
-    (``num_envs * horizon * state_size`` floats: 1 GiB at 65536 envs, horizon 32
-    and the default model's 2 x 64 state).
+    returns ``final_obs``, a truncated copy's final observation is valued with its
+    carried state: on the CPU during the rollout; on other devices (no host sync per
+    step) after it, from every step's state, kept for that (``num_envs * horizon *
+    state_size`` floats: 1 GiB at 65536 envs, horizon 32 and the default 2 x 64 state).
 
     Args:
         env_cls: The env class.

@@ -132,9 +132,10 @@ class Env(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (tensors moved to the env's device)."""
+        """Restore what :meth:`state_dict` returned (tensors copied to the env's device:
+        an env that updates its tensors in place never writes into ``state``)."""
         for key, value in state.items():
-            setattr(self, key, value.to(self.device) if isinstance(value, torch.Tensor) else value)
+            setattr(self, key, value.to(self.device, copy=True) if isinstance(value, torch.Tensor) else value)
 
 
 _NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon"}

@@ -441,3 +441,15 @@ def test_squashed_normal_refuses_bounds_it_cannot_squash_into(low, high) -> None
     env_cls = with_action_spec(ContinuousDummyEnv, lambda d: Bounded(low, high, device=d))
     with pytest.raises(ValueError, match=r"SquashedNormal needs finite bounds with low < high .*Unbounded"):
         Algorithm(env_cls, num_envs=4, horizon=4)
+
+
+@pytest.mark.parametrize("env_cls", [CartPole, Pendulum])
+def test_the_env_steps_outside_inference_mode_after_a_collect(env_cls: type) -> None:
+    # The collect resets the env under inference mode; CartPole updates its state in place,
+    # which inference tensors refuse outside that mode.
+    algo = Algorithm(env_cls, num_envs=4, horizon=4, seed=0)
+    algo.collect()
+    with torch.no_grad():
+        actions, _ = algo.policy.sample(algo.buffer[DataKeys.OBS][:, -1])
+    out = algo.env.step(actions)
+    assert out[DataKeys.OBS].shape[0] == 4

@@ -503,3 +503,22 @@ def test_a_folder_without_the_latest_record_resumes_from_the_most_env_steps(expe
     resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
     resumed.close()
     assert resumed.state["env/steps"] == 256
+
+
+def test_one_in_memory_state_dict_loaded_twice_resumes_the_same_way() -> None:
+    # CartPole updates its state in place: the loaded tensors must be the env's own copies,
+    # or the first resumed collect would write into the state dict and the second differ.
+    algo = Algorithm(CartPole, num_envs=4, horizon=4, seed=0)
+    algo.collect()
+    algo.step()
+    state = algo.state_dict()
+    saved_env = {k: v.clone() for k, v in state["env"].items() if isinstance(v, torch.Tensor)}
+    observations = []
+    for _ in range(2):
+        algo.load_state_dict(state)
+        torch.manual_seed(5)  # the sampling's random stream (Trainer checkpoints carry it)
+        algo.collect()
+        observations.append(algo.buffer["obs"].clone())
+    assert torch.equal(observations[0], observations[1])
+    for key, value in saved_env.items():
+        assert torch.equal(state["env"][key], value), key

@@ -62,17 +62,22 @@ class CartPole(Env):
         self.observation_spec = Unbounded(4, device=self.device)
         self.action_spec = Categorical(2, shape=[1], device=self.device)
         self.params = apply_env_config(type(self).__name__, DEFAULTS, self.config)
-        self.state = self._initial_states()
-        self.elapsed = torch.zeros(num_envs, 1, dtype=torch.long, device=self.device)
+        self._reset_state()
 
     def _initial_states(self) -> torch.Tensor:
         state = torch.empty(self.num_envs, 4, dtype=torch.float64, device=self.device)
         return state.uniform_(-0.05, 0.05)
 
+    def _reset_state(self) -> None:
+        # Normal tensors even when reset under a collect's inference mode: the step updates
+        # them in place, which inference tensors refuse outside that mode.
+        with torch.inference_mode(False):
+            self.state = self._initial_states()
+            self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)
+
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
         self.params = apply_env_config(type(self).__name__, {**DEFAULTS, **self.config}, config)
-        self.state = self._initial_states()
-        self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)
+        self._reset_state()
         return self.state.float()
 
     def step(self, action: torch.Tensor) -> TensorDict:
