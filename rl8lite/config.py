@@ -128,9 +128,9 @@ class AlgorithmConfig:
     #: undone): the update's temporaries stop page-faulting, measured 12-14% faster
     #: updates at 256-1024 envs on one thread (2x256 MLPs). The process's resident
     #: memory then stays near its peak instead of shrinking between updates; the peak
-    #: itself measured the same with and without it (1.95x buffer + model + optimizer at
-    #: 16384 envs, see benchmarks/README.md). Skipped when a ``MALLOC_*`` variable or
-    #: malloc ``GLIBC_TUNABLES`` are in the environment.
+    #: itself measured the same with and without it (3 processes each at 16384 and 65536
+    #: envs, see benchmarks/README.md). Skipped when a ``MALLOC_*`` variable or malloc
+    #: ``GLIBC_TUNABLES`` are in the environment.
     tune_malloc: bool = True
     #: ``torch.compile`` the update's loss (forward and backward) and, off the CPU,
     #: the policy's sampling step (feedforward collects); costs ~10-20 s of
