@@ -1,0 +1,123 @@
+"""Short seeded training runs whose exact results are pinned in ``tests/data/golden.pt``.
+
+Each scenario builds an algorithm, runs a few collect + step iterations (and one
+deterministic collect), and records every stat (timings and memory excepted),
+the final parameters and optimizer state, and the torch RNG state. The pinned
+file was written by ``python -m tests.golden`` with torch 2.13.0 on an x86_64 CPU;
+``tests/test_golden.py`` checks that the current code reproduces it bit for bit.
+Regenerate it only for a change that is meant to alter results (and say so in
+CHANGELOG.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rl8lite import Algorithm, RecurrentAlgorithm
+from rl8lite.config import RecurrentAlgorithmConfig
+from rl8lite.env import ContinuousDummyEnv
+from rl8lite.examples import CartPole, Pendulum
+
+from .helpers import MaskedChoice, TinyModel
+
+GOLDEN_FILE = Path(__file__).parent / "data" / "golden.pt"
+ITERATIONS = 4
+
+
+def _cartpole() -> Algorithm:
+    # Short episodes: truncations (final_obs) and terminations in every collect.
+    return Algorithm(
+        CartPole, num_envs=16, horizon=24, env_config={"max_episode_steps": 20}, seed=3,
+        model_config={"hiddens": [16, 16]}, sgd_minibatch_size=96, update_chunk_size=40,
+        collect_chunk_size=6, num_sgd_iters=3, target_kl_div=0.02, horizons_per_env_reset=2,
+    )
+
+
+def _pendulum() -> Algorithm:
+    return Algorithm(
+        Pendulum, num_envs=8, horizon=16, seed=5, model_config={"hiddens": [16]},
+        sgd_minibatch_size=32, accumulate_grads=True, vf_clip_param=0.5, dual_clip_param=3.0,
+        entropy_coeff_schedule=[(0, 0.01), (256, 0.0)], lr_schedule=[(0, 1e-3), (512, 1e-4)],
+        lr_schedule_kind="interp", normalize_rewards=False, update_chunk_size=20,
+    )
+
+
+def _custom_model() -> Algorithm:
+    # A model that is not separable: values come from every rollout step's forward.
+    torch.manual_seed(7)  # the instance is built before the algorithm seeds the RNGs
+    return Algorithm(
+        ContinuousDummyEnv, num_envs=12, horizon=8, seed=7, model=TinyModel(
+            ContinuousDummyEnv(1).observation_spec, ContinuousDummyEnv(1).action_spec
+        ), sgd_minibatch_size=24, vf_loss="smooth_l1", vf_clip_param=5.0, max_grad_norm=0.5,
+        entropy_coeff=0.01,
+    )
+
+
+def _masked() -> Algorithm:
+    return Algorithm(MaskedChoice, num_envs=10, horizon=6, seed=11, sgd_minibatch_size=20,
+                     model_config={"hiddens": [8]}, optimizer_config={"lr": 1e-2})
+
+
+def _recurrent() -> Algorithm:
+    config = RecurrentAlgorithmConfig(
+        num_envs=10, horizon=16, seq_len=4, seqs_per_state_reset=2, seed=13,
+        env_config={"max_episode_steps": 9}, model_config={"hiddens": [12]},
+        sgd_minibatch_size=40, update_chunk_size=12, collect_chunk_size=4,
+    )
+    return RecurrentAlgorithm(CartPole, config)
+
+
+def _amp() -> Algorithm:
+    return Algorithm(CartPole, num_envs=8, horizon=16, seed=17, enable_amp=True,
+                     model_config={"hiddens": [16]}, sgd_minibatch_size=64)
+
+
+SCENARIOS: dict[str, Callable[[], Algorithm]] = {
+    "cartpole": _cartpole,
+    "pendulum_accumulated": _pendulum,
+    "custom_model": _custom_model,
+    "masked_dict_obs": _masked,
+    "recurrent": _recurrent,
+    "amp_bf16": _amp,
+}
+
+
+def _pinned(stats: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in stats.items() if not k.startswith(("profiling/", "memory/"))}
+
+
+def run_scenario(name: str) -> dict[str, Any]:
+    """Build scenario ``name``, train it briefly, and return what is pinned."""
+    torch.set_num_threads(1)
+    algo = SCENARIOS[name]()
+    stats = []
+    for _ in range(ITERATIONS):
+        stats.append(_pinned(algo.collect()))
+        stats.append(_pinned(algo.step()))
+    stats.append(_pinned(algo.collect(deterministic=True)))
+    optimizer = algo.optimizer.state_dict()["state"]
+    return {
+        "stats": stats,
+        "params": {k: v.detach().clone() for k, v in algo.policy.state_dict().items()},
+        "optimizer": {
+            f"{i}.{key}": value.clone()
+            for i, state in optimizer.items() for key, value in state.items()
+            if isinstance(value, torch.Tensor)
+        },
+        "rng": torch.get_rng_state(),
+    }
+
+
+def main() -> None:
+    golden = {name: run_scenario(name) for name in SCENARIOS}
+    GOLDEN_FILE.parent.mkdir(exist_ok=True)
+    torch.save(golden, GOLDEN_FILE)
+    print(f"wrote {GOLDEN_FILE} ({GOLDEN_FILE.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()
