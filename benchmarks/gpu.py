@@ -14,7 +14,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -24,6 +23,8 @@ import torch
 
 from rl8lite import Algorithm
 from rl8lite.examples import CartPole
+
+from provenance import write_results
 
 sys.path.insert(0, str(Path(__file__).parent))
 from throughput import CONFIG  # noqa: E402
@@ -73,8 +74,7 @@ def main() -> None:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": rows}, f, indent=2)
+        write_results(args.json, {"device": torch.cuda.get_device_name(), "results": rows})
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provenance import write_results
+
 MIB = 2**20
 
 
@@ -103,7 +105,7 @@ def measure(num_envs: int, chunk: int | None, tune_malloc: bool) -> dict[str, An
 MALLOC_MODES: dict[str, tuple[dict[str, str], bool]] = {
     # glibc keeps freed blocks below its (self-raising) mmap threshold in the heap, where
     # the high-water mark would count them twice: return large blocks at once (a MALLOC_*
-    # setting also makes rl8lite leave malloc alone, see rl8lite.malloc).
+    # setting also makes rl8lite leave malloc alone, see rl8lite.runtime.malloc).
     "live": ({"MALLOC_MMAP_THRESHOLD_": "65536"}, True),
     "tuned": ({}, True),
     "glibc": ({}, False),
@@ -163,8 +165,7 @@ def main() -> None:
               f" {r['buffer_bytes_per_env_step']:>17.0f}",
               flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": rows}, f, indent=2)
+        write_results(args.json, {"results": rows})
 
 
 if __name__ == "__main__":

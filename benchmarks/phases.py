@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -42,6 +41,7 @@ from rl8lite import Algorithm
 from rl8lite.models.mlp import flat_obs_size
 
 sys.path.insert(0, str(Path(__file__).parent))
+from provenance import write_results  # noqa: E402
 from rl8_cartpole import RL8CartPole  # noqa: E402
 from throughput import RL8_DEFAULTS  # noqa: E402
 
@@ -109,7 +109,7 @@ def phases(num_envs: int, repeats: int) -> dict[str, Any]:
     actions = torch.ones(num_envs, 1, dtype=torch.long)
     calls = max(10, 2048 // num_envs)
     with torch.inference_mode():
-        act_ms = per_call_ms(lambda: algo._in_collect_chunks(algo.policy.act, obs), calls) * horizon
+        act_ms = per_call_ms(lambda: algo.recurrence.act(obs, 0, False), calls) * horizon
         env_ms = per_call_ms(lambda: algo.env.step(actions), calls) * horizon
     algo.env.reset()
     med = statistics.median
@@ -152,8 +152,7 @@ def main() -> None:
               f" {r['update_rest_ms']:>7.1f} | {r['gemm_floor_ms']:>12.1f} ({r['update_gflop']:.2f} at"
               f" {r['gemm_gflops']:.0f})", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": RL8_DEFAULTS, "threads": 1, "results": rows}, f, indent=2)
+        write_results(args.json, {"config": RL8_DEFAULTS, "threads": 1, "results": rows})
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ from rl8lite.examples import CartPole, Pendulum
 from rl8lite.examples.configs import CARTPOLE, PENDULUM, RL8_CARTPOLE
 
 sys.path.insert(0, str(Path(__file__).parent))
+from provenance import write_results  # noqa: E402
 from rl8_cartpole import RL8CartPole  # noqa: E402
 
 ENVS: dict[str, dict[str, Any]] = {
@@ -331,13 +332,11 @@ def main() -> None:
         print(f"rl8's CartPole wall time to returns/mean >= {ENVS['rl8-cartpole']['threshold']},"
               f" rl8lite / rl8 (medians): {shown}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "load_average": os.getloadavg(),
-                       "window": args.window, "seeds": args.seeds,
-                       "configs": {n: ENVS[n]["config"] for n in args.envs},
-                       "sb3_config": SB3_CARTPOLE if use_sb3 else None, "runs": runs,
-                       "summary": rows, "ratio_rl8lite_over_sb3": ratio},
-                      f, indent=2, default=str)
+        write_results(args.json, json.loads(json.dumps(
+            {"threads": args.threads, "window": args.window, "seeds": args.seeds,
+             "configs": {n: ENVS[n]["config"] for n in args.envs},
+             "sb3_config": SB3_CARTPOLE if use_sb3 else None, "runs": runs,
+             "summary": rows, "ratio_rl8lite_over_sb3": ratio}, default=str)))
 
 
 if __name__ == "__main__":

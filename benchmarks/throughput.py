@@ -49,10 +49,12 @@ from torch import nn
 
 from rl8lite import Algorithm
 from rl8lite.examples import CartPole
-from rl8lite.advantages import (
+from rl8lite.algorithms.advantages import (
     discounted_return_trace, episode_statistics, generalized_advantage_estimate, normalization,
 )
 from rl8lite.models.mlp import mlp
+
+from provenance import write_results
 
 # rl8's defaults: horizon 32, 4 SGD passes over the whole buffer, 2x256 MLPs, Adam lr 1e-3.
 CONFIG: dict[str, Any] = {
@@ -448,9 +450,8 @@ def main() -> None:
         print("-" * len(header))
         rows = compare_rl8(args.envs, args.repeats, args.threads, options)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"mode": "compare-rl8", "config": RL8_DEFAULTS, "options": options, "threads": args.threads,
-                           "results": rows}, f, indent=2)
+            write_results(args.json, {"mode": "compare-rl8", "config": RL8_DEFAULTS, "options": options,
+                                      "threads": args.threads, "results": rows})
         return
     rows = []
     print(f"CartPole, horizon {CONFIG['horizon']}, 2x256 ReLU actor + critic, {CONFIG['num_sgd_iters']} whole-buffer"
@@ -473,8 +474,7 @@ def main() -> None:
             print(f"{num_envs:>6} | {phase:>8} | {r['rl8lite']['median']:>8,.0f} {r['bare']['median']:>8,.0f}"
                   f" {r['tuned']['median']:>8,.0f} | {ratios}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": CONFIG, "options": options, "threads": args.threads, "results": rows}, f, indent=2)
+        write_results(args.json, {"config": CONFIG, "options": options, "threads": args.threads, "results": rows})
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """rl8lite: a small, fast, MLflow-tracked PPO trainer for batched, torch-native environments."""
 
-__version__ = "0.1.0"
-
-from .algorithm import Algorithm, AlgorithmState, RecurrentAlgorithm  # noqa: E402
-from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig  # noqa: E402
-from .env import Env  # noqa: E402
-from .trainer import RecurrentTrainer, Trainer  # noqa: E402
-from .train_config import TrainConfig  # noqa: E402
+from ._version import __version__
+from .algorithms import (
+    Algorithm,
+    AlgorithmConfig,
+    AlgorithmState,
+    ConfigError,
+    RecurrentAlgorithm,
+    RecurrentAlgorithmConfig,
+)
+from .env import Env
+from .trainers import RecurrentTrainer, TrainConfig, Trainer
 
 __all__ = [
     "Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "RecurrentAlgorithm",

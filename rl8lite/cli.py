@@ -19,20 +19,21 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
-from .checkpoint import CheckpointError
-from .checks import EnvOutputError, NonFiniteError
+from ._version import __version__
+from .algorithms import ConfigError
+from .algorithms.checks import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
-from .config import ConfigError
 from .env import EnvConfigError
-from .export import ExportError, export_policy
+from .runtime.checkpoint_files import CheckpointError
 from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
-from .train_config import TrainConfig, TrainConfigError
-from .trainer import Trainer, check_run_arguments
+from .tracking.export import ExportError, export_policy
+from .trainers import Trainer
+from .trainers.checks import check_run_arguments
+from .trainers.train_config import TrainConfig, TrainConfigError
 
 if TYPE_CHECKING:
-    from .algorithm import Algorithm
+    from .algorithms import Algorithm
 
 #: rl8lite's own errors about its input (the command, its config, the env's outputs
 #: and specs): one line, status 2.

@@ -3,7 +3,7 @@
 Each scenario builds an algorithm, runs a few collect + step iterations (and one
 deterministic collect), and records every stat (timings and memory excepted),
 the final parameters and optimizer state, and the torch RNG state. The pinned
-file was written by ``python -m tests.golden`` with torch 2.13.0 on an x86_64 CPU;
+file was written by ``python -m tests.golden --write`` with torch 2.13.0 on an x86_64 CPU;
 ``tests/test_golden.py`` checks that the current code reproduces it bit for bit.
 Regenerate it only for a change that is meant to alter results (and say so in
 CHANGELOG.md).
@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from rl8lite import Algorithm, RecurrentAlgorithm
-from rl8lite.config import RecurrentAlgorithmConfig
+from rl8lite import Algorithm, RecurrentAlgorithm, RecurrentAlgorithmConfig
 from rl8lite.env import ContinuousDummyEnv
 from rl8lite.examples import CartPole, Pendulum
 
@@ -113,6 +112,10 @@ def run_scenario(name: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    import sys
+
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit("usage: python -m tests.golden --write  (overwrites the pinned results)")
     golden = {name: run_scenario(name) for name in SCENARIOS}
     GOLDEN_FILE.parent.mkdir(exist_ok=True)
     torch.save(golden, GOLDEN_FILE)

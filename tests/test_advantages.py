@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl8lite.advantages import (
+from rl8lite.algorithms.advantages import (
     discounted_return_trace,
     episode_statistics,
     generalized_advantage_estimate,
@@ -77,7 +77,7 @@ def test_truncated_bootstraps_from_the_final_value_by_hand() -> None:
 def test_gae_matches_a_reference_loop_on_random_episodes(
     seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rl8lite.advantages as adv_module
+    import rl8lite.algorithms.advantages as adv_module
 
     if slice_elements is not None:  # 1 and 3 copies per slice
         monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
@@ -102,7 +102,7 @@ def test_gae_matches_a_reference_loop_on_random_episodes(
 
 @pytest.mark.parametrize("trace_by_matrix", [True, False])
 def test_gae_and_trace_write_into_given_views(trace_by_matrix: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rl8lite.advantages as adv_module
+    import rl8lite.algorithms.advantages as adv_module
 
     if not trace_by_matrix:
         monkeypatch.setattr(adv_module, "_MAX_TRACE_MATRIX", 0)
@@ -167,7 +167,7 @@ def reference_episodes(rewards, ends, carry_ret, carry_len):
 def test_episode_statistics_match_a_reference_loop(
     seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rl8lite.advantages as adv_module
+    import rl8lite.algorithms.advantages as adv_module
 
     if slice_elements is not None:  # 1 and 4 copies per slice (the last one shorter)
         monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
@@ -192,7 +192,7 @@ def test_episode_statistics_match_a_reference_loop(
 
 @pytest.mark.parametrize("with_ends", [False, True])
 def test_discounted_trace_matrix_path_equals_the_loop(with_ends: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rl8lite.advantages as adv
+    import rl8lite.algorithms.advantages as adv
 
     g = torch.Generator().manual_seed(3)
     rewards = torch.randn(5, 17, generator=g, dtype=torch.float64)

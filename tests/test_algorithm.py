@@ -16,7 +16,7 @@ from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
 from rl8lite.specs import Bounded, Unbounded
 from rl8lite.specs import Categorical as CategoricalSpec
-from rl8lite.update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
+from rl8lite.algorithms.update_batch import flat_rows
 
 from .helpers import EpisodicCounter, MaskedChoice
 
@@ -67,7 +67,7 @@ def test_episode_statistics_and_bootstrap_flags() -> None:
     # the next collect continues the copies' episodes: copy 2 had run 2 of its 5 steps
     stats = algo.collect()
     assert stats["episodes/count"] == 4 + 3 + 2
-    assert algo._episode_length.tolist() == [0, 0, 4]
+    assert algo.statistics.episode_length.tolist() == [0, 0, 4]
 
 
 def test_seed_gives_identical_stats() -> None:
@@ -149,13 +149,8 @@ def test_with_amp_a_narrow_gaussian_policy_starts_its_update_at_ratio_one(recurr
     assert abs(stats["monitors/kl_div"]) < 1e-6  # 3e-3 with them
     algo.collect()
     random_state = torch.get_rng_state()
-    algo._old_logp_at_update_precision(algo_batch(algo))
+    algo.update.recompute_old_logp(algo.recurrence.update_batch(algo.buffer, None))
     assert torch.equal(random_state, torch.get_rng_state())  # the random stream is untouched
-
-
-def algo_batch(algo: Algorithm) -> UpdateBatch:
-    return UpdateBatch(rows={key: flat_rows(algo.buffer[key]) for key in UPDATE_KEYS},
-                       units=algo._sequence_batch(), unit_rows=algo._unit_rows)
 
 
 def test_target_kl_stops_passes_early() -> None:
@@ -168,13 +163,13 @@ def test_target_kl_stops_passes_early() -> None:
 def test_auto_chunk_sizes_resolve_per_device() -> None:
     algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu")
     assert (algo.hparams.update_chunk_size, algo.hparams.collect_chunk_size) == ("auto", "auto")
-    assert (algo.update_chunk_samples, algo._collect_chunk_rows) == (2048, 2048)
+    assert (algo.update_chunk_samples, algo.recurrence.chunk_rows) == (2048, 2048)
     explicit = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu",
                          update_chunk_size=None, collect_chunk_size=3)
-    assert (explicit.update_chunk_samples, explicit._collect_chunk_rows) == (None, 3)
+    assert (explicit.update_chunk_samples, explicit.recurrence.chunk_rows) == (None, 3)
     if torch.cuda.is_available():
         gpu = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cuda")
-        assert (gpu.update_chunk_samples, gpu._collect_chunk_rows) == (None, None)
+        assert (gpu.update_chunk_samples, gpu.recurrence.chunk_rows) == (None, None)
 
 
 def test_chunking_gives_the_same_update() -> None:
@@ -290,11 +285,11 @@ def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool,
     algo.collect()
     steps = algo.seq_len
     units = torch.randperm(n * horizon // steps, dtype=index_dtype)
-    assert algo._index_dtype() is torch.int32
+    assert algo.update.index_dtype is torch.int32
     for key in (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.VALUES):
         entry = algo.buffer[key]
         expected = entry[:, :horizon].reshape(n * horizon // steps, steps, *entry.shape[2:])[units]
-        gathered = flat_rows(entry)[algo._unit_rows(units)]
+        gathered = flat_rows(entry)[algo.recurrence.unit_rows(units)]
         assert torch.equal(gathered.reshape(expected.shape), expected), key
 
 

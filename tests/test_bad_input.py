@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl8lite import Algorithm, AlgorithmConfig, ConfigError, Trainer
-from rl8lite.checks import EnvOutputError, NonFiniteError
+from rl8lite.algorithms.checks import EnvOutputError, NonFiniteError
 from rl8lite.env import DiscreteDummyEnv, EnvConfigError
 from rl8lite.examples import CartPole
 

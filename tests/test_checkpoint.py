@@ -17,10 +17,11 @@ import pytest
 import torch
 
 from rl8lite import Algorithm, ConfigError, Trainer
-from rl8lite.checkpoint import CheckpointError, read_checkpoint, write_atomic
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole
 from rl8lite.models import DefaultModel
+from rl8lite.runtime.checkpoint_files import CheckpointError, read_checkpoint, write_atomic
+from rl8lite.trainers.checkpoints import latest_checkpoint_of_run
 
 from .helpers import MemoryTracker
 
@@ -490,9 +491,9 @@ def test_without_keep_the_abandoned_branch_stays_but_is_never_resumed(
     again.step()
     mine = again.save_checkpoint(tmp_path / "mine.pt")
     again.close()
-    assert Trainer._latest_checkpoint_of_run(run_id, None) == mine.resolve()
+    assert latest_checkpoint_of_run(run_id, None) == mine.resolve()
     mine.unlink()
-    from_artifact = Trainer._latest_checkpoint_of_run(run_id, None)
+    from_artifact = latest_checkpoint_of_run(run_id, None)
     assert read_checkpoint(from_artifact)["trainer"]["state"]["env/steps"] == 256
 
 

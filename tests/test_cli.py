@@ -17,7 +17,7 @@ import torch
 from rl8lite import ConfigError
 from rl8lite.cli import main
 from rl8lite.env import DiscreteDummyEnv, Env
-from rl8lite.train_config import TrainConfig, TrainConfigError, UnknownFieldError
+from rl8lite.trainers.train_config import TrainConfig, TrainConfigError, UnknownFieldError
 
 NUM_ENVS, HORIZON = 4, 8
 STEP = NUM_ENVS * HORIZON  # env steps per training step
@@ -84,7 +84,7 @@ def test_train_from_yaml_saves_a_servable_policy(
     assert "until 64 env steps" in out and f"saved the policy to {model} (load it" in out and "mlflow ui" in out
     (run,) = runs_of(client, experiment_name)
     assert run.info.status == "FINISHED"
-    assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.DiscreteDummyEnv"
+    assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.dummy.DiscreteDummyEnv"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [STEP, 2 * STEP]
     obs = np.array([[-3.0], [0.5], [2.0]], dtype=np.float32)
     actions = np.asarray(mlflow.pyfunc.load_model(str(model)).predict(obs))
@@ -111,7 +111,7 @@ def test_train_from_json_with_dotted_class_fields(
 def test_ctrl_c_ends_the_run_killed_saves_and_returns_130(
     tmp_path: Path, experiment_name: str, client: mlflow.MlflowClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rl8lite.trainer import Trainer
+    from rl8lite.trainers.trainer import Trainer
 
     step = Trainer.step
 
@@ -163,7 +163,7 @@ BAD_FILES = {
                             " method(s) reset, step"),
     "not an Env class": ("c.yaml", "env_cls: rl8lite.Algorithm\n",
                          "env_cls 'rl8lite.Algorithm' must name a subclass of rl8lite.Env, received class"
-                         " rl8lite.algorithm.Algorithm"),
+                         " rl8lite.algorithms.algorithm.Algorithm"),
     "not a class": ("c.yaml", "env_cls: rl8lite.cli.build_parser\n",
                     "env_cls 'rl8lite.cli.build_parser' must name a subclass of rl8lite.Env, received function"
                     " rl8lite.cli.build_parser"),

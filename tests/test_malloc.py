@@ -1,4 +1,4 @@
-"""The process-wide malloc settings CPU training applies (rl8lite.malloc)."""
+"""The process-wide malloc settings CPU training applies (rl8lite.runtime.malloc)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-import rl8lite.algorithm
-from rl8lite import Algorithm, malloc
+import rl8lite.algorithms.algorithm
+from rl8lite import Algorithm
+from rl8lite.runtime import malloc
 from rl8lite.env import DiscreteDummyEnv
 
 # A child process: page faults of an allocate-and-free loop of 2 MiB blocks, with
@@ -20,7 +21,7 @@ from rl8lite.env import DiscreteDummyEnv
 CHILD = """
 import resource, sys
 import torch
-from rl8lite import malloc
+from rl8lite.runtime import malloc
 if sys.argv[1] == "1":
     assert malloc.keep_freed_memory()
     assert malloc.keep_freed_memory()  # idempotent
@@ -66,6 +67,6 @@ def test_user_malloc_settings_in_the_environment_win(name: str, value: str, monk
 @pytest.mark.parametrize("tune_malloc", [True, False])
 def test_cpu_algorithms_apply_it_unless_told_not_to(tune_malloc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
-    monkeypatch.setattr(rl8lite.algorithm, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(rl8lite.algorithms.algorithm, "keep_freed_memory", lambda: calls.append(True) or True)
     Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, device="cpu", tune_malloc=tune_malloc)
     assert calls == ([True] if tune_malloc else [])

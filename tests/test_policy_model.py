@@ -16,7 +16,7 @@ from tensordict import TensorDict
 from rl8lite import Algorithm, RecurrentAlgorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.export import ExportError
+from rl8lite.tracking.export import ExportError
 from rl8lite.tracking import save_policy_model
 
 from .helpers import CueRecall, MaskedChoice

@@ -37,12 +37,12 @@ def test_state_is_reset_per_copy_at_episode_ends_and_stored_per_sequence() -> No
     algo.collect()
     # every copy's episode (4 steps) ended at t = 7: states are zero for the next collect,
     # and the stored state at the second sequence start (t = 4, after an episode end) too
-    assert torch.count_nonzero(algo._states) == 0
-    assert torch.count_nonzero(algo._sequence_states[:, 1]) == 0
+    assert torch.count_nonzero(algo.recurrence.states) == 0
+    assert torch.count_nonzero(algo.recurrence.sequence_states[:, 1]) == 0
     algo.step()
     periodic = RecurrentAlgorithm(CartPole, num_envs=2, horizon=8, seq_len=2, seqs_per_state_reset=2, seed=0)
     periodic.collect()
-    stored = periodic._sequence_states
+    stored = periodic.recurrence.sequence_states
     assert torch.count_nonzero(stored[:, 0]) == 0 and torch.count_nonzero(stored[:, 2]) == 0
     assert torch.count_nonzero(stored[:, 1]) > 0 and torch.count_nonzero(stored[:, 3]) > 0
 
@@ -50,15 +50,15 @@ def test_state_is_reset_per_copy_at_episode_ends_and_stored_per_sequence() -> No
 @pytest.mark.parametrize("in_rollout", [True, False], ids=["valued-in-rollout", "states-kept"])
 @pytest.mark.parametrize("collect_chunk_size", [None, 4])
 def test_truncated_copies_bootstrap_from_final_obs_with_the_carried_state(
-    collect_chunk_size, in_rollout, monkeypatch
+    collect_chunk_size, in_rollout
 ) -> None:
     # On the CPU the truncated copies' final_obs are valued during the rollout; elsewhere
     # (no host sync per step) every state is kept and valued after it: both must agree.
-    monkeypatch.setattr(RecurrentAlgorithm, "_value_final_obs_in_rollout", in_rollout)
     algo = RecurrentAlgorithm(CartPole, num_envs=6, horizon=12, seq_len=4, seqs_per_state_reset=-1,
                               env_config={"max_episode_steps": 5}, collect_chunk_size=collect_chunk_size, seed=0)
+    algo.recurrence.value_final_obs_in_rollout = in_rollout
     algo.collect()
-    assert (algo._final_states is None) == in_rollout
+    assert (algo.recurrence.final_states is None) == in_rollout
     buf, model = algo.buffer, algo.policy.model
     truncated = buf[DataKeys.TRUNCATED][:, :12, 0]
     ends = truncated | buf[DataKeys.TERMINATED][:, :12, 0]
@@ -120,10 +120,10 @@ def test_memory_stats_count_the_recurrent_states_and_the_cpu_keeps_no_state_per_
     algo = RecurrentAlgorithm(CartPole, num_envs=6, horizon=12, seq_len=4, seed=0,
                               env_config={"max_episode_steps": 5})
     algo.collect()
-    assert algo._final_states is None  # [N, T, state_size]: 2 * 64 floats per env step
-    kept = algo._final_obs_values_kept
+    assert algo.recurrence.final_states is None  # [N, T, state_size]: 2 * 64 floats per env step
+    kept = algo.recurrence.final_obs_values_kept
     assert kept is not None and kept.shape == (6, 12, 1)
-    extra = sum(t.numel() * t.element_size() for t in (algo._states, algo._sequence_states, kept))
+    extra = sum(t.numel() * t.element_size() for t in (algo.recurrence.states, algo.recurrence.sequence_states, kept))
     stats = algo.memory_stats()
     buffer = sum(t.numel() * t.element_size() for t in algo.buffer.values(include_nested=True, leaves_only=True))
     assert stats["memory/buffer_bytes"] == buffer + extra

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from .data import DataKeys
+from ..data import DataKeys
+from ..specs import Categorical, Composite, Spec, SpecError
 from .reductions import extrema
-from .specs import Categorical, Composite, Spec, SpecError
 
 
 class EnvOutputError(ValueError):
@@ -142,4 +142,32 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
             f" {copies[:10]}{'...' if len(copies) > 10 else ''} at time steps"
             f" {steps[:10]}{'...' if len(steps) > 10 else ''}; training stopped before"
             " updating the policy"
+        )
+
+
+def dry_run(env: Any, policy: Any, num_envs: int) -> None:
+    """Reset ``env``, act once with ``policy`` and step once, checking every output's keys,
+    shapes, dtypes, bounds and finiteness; raise an error naming the culprit."""
+    name = type(env).__name__
+    with torch.inference_mode():
+        obs = env.reset()
+        check_batch(obs, env.observation_spec, num_envs, f"{name}.reset output")
+        env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
+        if policy.recurrent:
+            states = policy.model.init_states(num_envs, env.device)
+            actions, logp, values, _ = policy.act_recurrent(obs, states)
+        else:
+            actions, logp, values = policy.act(obs)
+        check_actions(actions, env.action_spec, num_envs)
+        for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
+            if tuple(value.shape) != (num_envs, 1):
+                raise ValueError(
+                    f"policy {key!r}: expected shape [{num_envs}, 1], received {list(value.shape)}"
+                )
+        out = env.step(actions)
+        check_step_output(out, env.observation_spec, num_envs, name)
+        env.observation_spec.assert_is_in(out[DataKeys.OBS], key=f"{name}.step output 'obs'")
+        assert_finite(
+            {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
+            env_name=name,
         )

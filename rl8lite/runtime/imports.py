@@ -7,6 +7,23 @@ import re
 from typing import Any
 
 
+#: Modules that moved when the package was reorganised into folders (rl8lite 0.2): a
+#: dotted path written before (a checkpoint's classes, a config file) still imports.
+MOVED_MODULES = {
+    "rl8lite.algorithm": "rl8lite.algorithms",
+    "rl8lite.config": "rl8lite.algorithms",
+    "rl8lite.policy": "rl8lite.algorithms",
+    "rl8lite.trainer": "rl8lite.trainers",
+    "rl8lite.train_config": "rl8lite.trainers",
+}
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.QualName`` of a class (or of an instance's class)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def dotted_path(cls: type) -> str:
     """``"module.QualName"`` of a class; refuses classes that cannot be imported back."""
     if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
@@ -36,11 +53,12 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
             f"{what} {path!r} is not a dotted path (expected 'package.module.Name' or"
             " 'package.module:Name')"
         )
-    if ":" in path:
-        module_name, attributes = path.split(":")
+    located = _moved(path)
+    if ":" in located:
+        module_name, attributes = located.split(":")
         candidates = [(module_name, attributes.split("."))]
     else:
-        parts = path.split(".")
+        parts = located.split(".")
         candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
     missing: ModuleNotFoundError | None = None
     for module_name, attributes in candidates:
@@ -64,3 +82,11 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
                 raise ImportError(f"cannot import {what} {path!r}: {reason}") from None
         return obj
     raise ImportError(f"cannot import {what} {path!r}: {missing}")
+
+
+def _moved(path: str) -> str:
+    """``path`` with a module that moved (:data:`MOVED_MODULES`) replaced by its new name."""
+    for old, new in MOVED_MODULES.items():
+        if path.startswith((f"{old}.", f"{old}:")):
+            return new + path[len(old):]
+    return path

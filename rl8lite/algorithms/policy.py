@@ -8,10 +8,10 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from .data import DataKeys
-from .distributions import Distribution
-from .models import Model, RecurrentModel
-from .specs import Spec
+from ..data import DataKeys
+from ..distributions import Distribution, Normal, default_distribution_cls
+from ..models import Model, RecurrentModel
+from ..specs import Spec
 
 
 class Policy(nn.Module):
@@ -125,6 +125,29 @@ class Policy(nn.Module):
     def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
         """The deterministic action."""
         return self.act(obs, deterministic=True)[0]
+
+
+def build_policy(
+    observation_spec: Spec, action_spec: Spec, config: Any, default_model_cls: type[Model]
+) -> Policy:
+    """The policy a config describes: ``model``, or ``model_cls(obs_spec, action_spec,
+    **model_config)``, or ``default_model_cls`` sized for the distribution; the
+    distribution is ``distribution_cls`` or the action spec's default."""
+    distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
+    model: Model
+    if config.model is not None:
+        model = config.model
+    elif config.model_cls is not None:
+        model = config.model_cls(observation_spec, action_spec, **(config.model_config or {}))
+    else:
+        model = default_model_cls(
+            observation_spec,
+            action_spec,
+            num_features=distribution_cls.num_inputs(action_spec),
+            gaussian=issubclass(distribution_cls, Normal),
+            **(config.model_config or {}),
+        )
+    return Policy(model, distribution_cls, action_spec)
 
 
 def as_spec_dtype(actions: torch.Tensor, action_spec: Any) -> torch.Tensor:

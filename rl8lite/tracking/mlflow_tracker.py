@@ -1,11 +1,4 @@
-"""MLflow experiment tracking (the only module that imports mlflow).
-
-Where runs go: ``MLFLOW_TRACKING_URI`` (or an earlier ``mlflow.set_tracking_uri``)
-when set; otherwise a SQLite store ``mlruns/mlflow.db`` in the nearest folder,
-from the current directory upwards, that has an ``mlruns/`` folder (the current
-directory when none has), with artifacts beside it. MLflow 3.x refuses its old
-plain-file store, and its own default writes ``mlflow.db`` into whatever the
-current directory is (``notebooks/`` in a notebook), hence this rule.
+"""The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
 
 Metrics are buffered in memory; a background thread writes them in batches
 every ``flush_interval_s`` seconds (a SQLite batch of ~700 metrics costs
@@ -19,8 +12,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import re
-import shlex
 import sys
 import tempfile
 import threading
@@ -30,18 +21,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import mlflow
-import mlflow.pyfunc
-import numpy as np
-import torch
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
-from mlflow.models import ModelSignature
-from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
 
-from .export import IO_FILE, PROGRAM_FILE, export_policy
-from .policy import Policy
-from .specs import Spec
+from ..algorithms.policy import Policy
+from ..specs import Spec
+from .policy_model import save_policy_model
+from .store import artifact_location, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -64,117 +51,6 @@ class Tracker(Protocol):
     def flush(self) -> None: ...
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None: ...
-
-
-def find_mlruns_dir(start: Path | None = None) -> Path:
-    """The nearest ``mlruns/`` folder from ``start`` (default: cwd) upwards, else ``start/mlruns``."""
-    start = (start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        if (folder / "mlruns").is_dir():
-            return folder / "mlruns"
-    return start / "mlruns"
-
-
-def default_tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else the SQLite store in the project's ``mlruns/``."""
-    if mlflow.is_tracking_uri_set():
-        return mlflow.get_tracking_uri()
-    mlruns = find_mlruns_dir()
-    mlruns.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{mlruns / 'mlflow.db'}"
-
-
-def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """For a local SQLite store, a folder beside the db (never the current directory)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    db_path = Path(tracking_uri[len("sqlite:///"):])
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
-    return (db_path.parent / safe).resolve().as_uri()
-
-
-def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri``.
-
-    Names the ``mlflow`` executable beside the running Python (the venv's),
-    so the command works without activating the environment.
-    """
-    beside = Path(sys.executable).parent / "mlflow"
-    executable = str(beside) if beside.exists() else "mlflow"
-    return (
-        f"{shlex.quote(executable)} ui --backend-store-uri {shlex.quote(tracking_uri)}"
-        f" --host 127.0.0.1 --port {port}"
-    )
-
-
-def runs_view_url(experiment_id: str, port: int = 5000) -> str:
-    """The UI link to an experiment's runs view (MLflow 3 opens a GenAI page otherwise)."""
-    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-
-
-def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
-    """Local folder for a run's checkpoints: beside a SQLite store, else ``./checkpoints``."""
-    if tracking_uri.startswith("sqlite:///"):
-        root = Path(tracking_uri[len("sqlite:///"):]).parent
-    else:
-        root = Path.cwd()
-    return root / "checkpoints" / run_id
-
-
-def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
-    """Fetch one artifact of a run (without touching the run's status)."""
-    client = MlflowClient(tracking_uri)
-    return Path(client.download_artifacts(run_id, artifact, str(destination)))
-
-
-def save_policy_model(policy: Policy, observation_spec: Spec, path: str | Path) -> None:
-    """Save ``policy`` as an MLflow model in folder ``path`` (see ``rl8lite/_pyfunc_policy.py``).
-
-    ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations (or a dict of them) to actions. Loading needs torch, numpy and
-    mlflow, not rl8lite. Requirements are passed explicitly (inferring them
-    costs seconds).
-
-    Raises:
-        ExportError: ``torch.export`` could not export the policy's model.
-    """
-    requirements = [
-        f"mlflow=={mlflow.__version__}",
-        f"torch=={torch.__version__.split('+')[0]}",
-        f"numpy=={np.__version__}",
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        io = export_policy(policy, observation_spec, tmp)
-        mlflow.pyfunc.save_model(
-            str(path),
-            python_model=str(Path(__file__).with_name("_pyfunc_policy.py")),
-            artifacts={"program": str(Path(tmp, PROGRAM_FILE)), "io": str(Path(tmp, IO_FILE))},
-            signature=_policy_signature(io),
-            input_example=_policy_input_example(io),
-            pip_requirements=requirements,
-        )
-
-
-def _policy_input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
-    example = {spec["name"]: np.zeros((2, *spec["shape"]), dtype=spec["dtype"]) for spec in io["inputs"]}
-    return example if io["named_inputs"] else next(iter(example.values()))
-
-
-def _policy_signature(io: dict[str, Any]) -> ModelSignature:
-    def tensor(spec: dict[str, Any], name: str | None) -> TensorSpec:
-        return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
-
-    inputs = [tensor(spec, spec["name"] if io["named_inputs"] else None) for spec in io["inputs"]]
-    if io["recurrent"]:
-        actions_name, state_name = io["output_names"]
-        outputs = [tensor(io["actions"], actions_name), tensor(io["inputs"][-1], state_name)]
-    else:
-        outputs = [tensor(io["actions"], None)]
-    return ModelSignature(
-        inputs=Schema(inputs),
-        outputs=Schema(outputs),
-        params=ParamSchema([ParamSpec("deterministic", "boolean", True)]),
-    )
 
 
 def _param_value(value: Any) -> str:

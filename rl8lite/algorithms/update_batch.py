@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from .data import DataKeys
+from ..data import DataKeys
 
 #: Buffer entries every PPO update reads.
 UPDATE_KEYS = (

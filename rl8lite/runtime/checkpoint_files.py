@@ -1,13 +1,13 @@
-"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``.
+"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``; RNG states.
 
 A checkpoint is a dict of tensors and plain values only: classes travel as
 dotted paths (``"package.module.Class"``) and are imported again on resume,
-so loading one never unpickles an arbitrary object.
+so loading one never unpickles an arbitrary object. What a trainer puts in one
+is :mod:`rl8lite.trainers.checkpoints`' business; this module knows files.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import re
@@ -17,12 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import AlgorithmConfig, RecurrentAlgorithmConfig
-from .imports import dotted_path, import_dotted_path
+from .imports import dotted_path
 
 FORMAT = "rl8lite-checkpoint"
 VERSION = 1
-_CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
 #: The file in a run's checkpoint folder that names the checkpoint written last.
 LATEST = "latest"
 _NUMBERED = re.compile(r"checkpoint-(\d+)\.pt")
@@ -54,49 +52,6 @@ def to_plain(value: Any, where: str) -> Any:
         f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings, tensors and"
         " lists/dicts of them (classes as dotted paths); pass plain values in configs"
     )
-
-
-def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
-    """The config as plain data: classes become dotted paths, a model instance its class and config."""
-    plain: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        if f.name != "model":
-            plain[f.name] = to_plain(getattr(config, f.name), f.name)
-    if config.model is not None:
-        plain["model_cls"] = dotted_path(type(config.model))
-        plain["model_config"] = to_plain(dict(getattr(config.model, "config", {}) or {}), "model.config")
-    return plain
-
-
-def rebuild_problem(model: torch.nn.Module, observation_spec: Any, action_spec: Any) -> str | None:
-    """Why a resume could not rebuild the model instance ``model`` from its class and
-    ``config`` (what a checkpoint keeps of it), or ``None`` when it can."""
-    config = dict(getattr(model, "config", {}) or {})
-    call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    try:
-        with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the run's stream
-            rebuilt = type(model)(observation_spec, action_spec, **config)
-    except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
-        return f"{call} raises {type(e).__name__}: {e}"
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
-    if expected != got:
-        differing = sorted(set(expected.items()) ^ set(got.items()))[:3]
-        return f"{call} builds other parameters (e.g. {differing})"
-    return None
-
-
-def config_from_plain(plain: dict[str, Any], *, recurrent: bool = False) -> AlgorithmConfig:
-    """Inverse of :func:`config_to_plain` (imports the dotted paths)."""
-    values = dict(plain)
-    for name in _CLASS_FIELDS:
-        if isinstance(values.get(name), str):
-            values[name] = import_dotted_path(values[name])
-    for name in ("lr_schedule", "entropy_coeff_schedule"):
-        if values.get(name) is not None:
-            values[name] = [tuple(item) for item in values[name]]
-    return (RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)(**values)
 
 
 def capture_rng() -> dict[str, Any]:

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from .data import Device
-from .schedulers import Schedule, ScheduleKind, validate_schedule
+from ..data import Device
+from ..schedulers import Schedule, ScheduleKind, validate_schedule
 
 if TYPE_CHECKING:
+    from ..distributions import Distribution
+    from ..env import Env
+    from ..models import Model, ModelFactory
     from .algorithm import Algorithm
-    from .distributions import Distribution
-    from .env import Env
-    from .models import Model, ModelFactory
 
 
 class ConfigError(ValueError):
@@ -231,7 +231,7 @@ class AlgorithmConfig:
             raise ConfigError(f"optimizer_config['lr'] must be > 0, received {lr!r}")
         if self.model is not None and (self.model_cls is not None or self.model_config):
             raise ConfigError("model excludes model_cls and model_config; pass one or the other")
-        from .distributions import Distribution
+        from ..distributions import Distribution
 
         if self.model is not None and not isinstance(self.model, torch.nn.Module):
             raise ConfigError(f"model must be a torch.nn.Module (a rl8lite Model), received {self.model!r}")
@@ -348,9 +348,6 @@ def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:
     return [f.name for f in dataclasses.fields(config_cls or AlgorithmConfig)]
 
 
-__all__ = ["AlgorithmConfig", "ConfigError", "RecurrentAlgorithmConfig", "config_fields", "resolve_device"]
-
-
 @dataclass
 class RecurrentAlgorithmConfig(AlgorithmConfig):
     """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences).
@@ -386,3 +383,19 @@ class RecurrentAlgorithmConfig(AlgorithmConfig):
         from .algorithm import RecurrentAlgorithm
 
         return RecurrentAlgorithm(env_cls, self)
+
+
+def resolve_horizons_per_env_reset(config: AlgorithmConfig, env_cls: type[Env]) -> int:
+    """The configured value, or enough collects to fit the env's longest episode."""
+    if config.horizons_per_env_reset is not None:
+        return config.horizons_per_env_reset
+    max_steps = (config.env_config or {}).get("max_episode_steps") or getattr(
+        env_cls, "max_episode_steps", None
+    )
+    return math.ceil(max_steps / config.horizon) if max_steps else 1
+
+
+__all__ = [
+    "AlgorithmConfig", "ConfigError", "RecurrentAlgorithmConfig", "config_fields", "resolve_device",
+    "resolve_horizons_per_env_reset",
+]

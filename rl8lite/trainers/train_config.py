@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
-from .env import Env
-from .imports import import_dotted_path
+from ..algorithms.config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
+from ..env import Env
+from ..runtime.imports import import_dotted_path
 
 if TYPE_CHECKING:
-    from .algorithm import Algorithm
+    from ..algorithms import Algorithm
     from .trainer import Trainer
 
 #: ``algorithm_config`` fields that may be given as dotted paths.

@@ -29,8 +29,8 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from .policy import Policy, as_spec_dtype
-from .specs import Composite, Spec
+from ..algorithms.policy import Policy, as_spec_dtype
+from ..specs import Composite, Spec
 
 #: Name of the recurrent state among the served model's inputs and outputs.
 STATE_KEY = "recurrent_state"

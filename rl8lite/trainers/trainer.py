@@ -8,26 +8,20 @@ from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from . import checkpoint as ckpt
-from .algorithm import Algorithm, RecurrentAlgorithm
-from .conditions import Condition
-from .export import ExportError
-from .signals import SignalRequests
-from .tracking import (
-    MlflowTracker,
-    Tracker,
-    checkpoint_dir,
-    default_tracking_uri,
-    download_run_artifact,
-    mlflow_version,
-)
+from ..algorithms import Algorithm
+from ..conditions import Condition
+from ..runtime.checkpoint_files import CheckpointError, read_checkpoint, restore_rng
+from ..runtime.signals import SignalRequests
+from ..tracking import MlflowTracker, Tracker, mlflow_version
+from ..tracking.export import ExportError
+from . import checkpoints
+from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
 
 _PROGRESS_KEYS = (
     "episodes/return_mean",
@@ -36,72 +30,6 @@ _PROGRESS_KEYS = (
     "monitors/kl_div",
     "throughput/env_steps_per_s",
 )
-
-
-def reduce_eval_stats(collects: list[dict[str, float]]) -> dict[str, float]:
-    """Merge the stats of several collects: sums for counts, extremes for min/max,
-    episode means weighted by episode counts, plain means otherwise."""
-    merged: dict[str, float] = {}
-    episodes = [c.get("episodes/count", 0.0) for c in collects]
-    total_episodes = sum(episodes)
-    for key in collects[0]:
-        values = [c[key] for c in collects]
-        if key in ("env/steps", "env/resets", "episodes/count", "profiling/collect_ms"):
-            merged[key] = float(sum(values))
-        elif key.endswith("/min"):
-            merged[key] = float(min(values))
-        elif key.endswith("/max"):
-            merged[key] = float(max(values))
-        elif key in ("episodes/return_min",):
-            merged[key] = float(min(v for v in values if v == v)) if total_episodes else float("nan")
-        elif key in ("episodes/return_max",):
-            merged[key] = float(max(v for v in values if v == v)) if total_episodes else float("nan")
-        elif key.startswith("episodes/"):
-            weighted = sum(v * w for v, w in zip(values, episodes) if w)
-            merged[key] = weighted / total_episodes if total_episodes else float("nan")
-        else:
-            merged[key] = float(sum(values) / len(values))
-    return merged
-
-
-def _check_positive_int(name: str, value: object, *, optional: bool) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, received {value!r}")
-
-
-def check_run_arguments(
-    algorithm: Algorithm,
-    *,
-    steps_per_eval: int | None = None,
-    eval_env_config: dict[str, Any] | None = None,
-    checkpoint_every: int | None = None,
-    keep_checkpoints: int = 3,
-) -> None:
-    """The checks :meth:`Trainer.run` makes before training (rl8's), as a function.
-
-    Raises:
-        ValueError: ``steps_per_eval`` is not a multiple of ``horizons_per_env_reset``
-            (when ``> 0``), ``eval_env_config`` is given while ``horizons_per_env_reset < 0``,
-            or a count is not a positive int.
-    """
-    _check_positive_int("steps_per_eval", steps_per_eval, optional=True)
-    _check_positive_int("checkpoint_every", checkpoint_every, optional=True)
-    _check_positive_int("keep_checkpoints", keep_checkpoints, optional=False)
-    k = algorithm.horizons_per_env_reset
-    if eval_env_config and k < 0:
-        raise ValueError(
-            "eval_env_config was given, but horizons_per_env_reset < 0 means the env is"
-            " reset only once, so evaluations could never apply it. Set"
-            " horizons_per_env_reset > 0 or drop eval_env_config."
-        )
-    if steps_per_eval and k > 0 and steps_per_eval % k:
-        raise ValueError(
-            f"steps_per_eval={steps_per_eval} must be a multiple of"
-            f" horizons_per_env_reset={k}: evaluation shares the training buffer and"
-            " can only start where the env is reset."
-        )
 
 
 class Trainer:
@@ -204,19 +132,7 @@ class Trainer:
                 first training collect resets it again under its own config.
         """
         k = self.algorithm.horizons_per_env_reset
-        collects = self.state["algorithm/collects"]
-        if env_config and k < 0 and collects:
-            raise ValueError(
-                "eval got an env_config, but horizons_per_env_reset < 0 means the env is"
-                " reset only once, at the first collect, so the config would never be"
-                " applied. Set horizons_per_env_reset > 0 to evaluate under other configs."
-            )
-        if k > 0 and collects % k:
-            raise RuntimeError(
-                f"eval can only be called every horizons_per_env_reset={k} collects"
-                f" (now {collects} collects): training and evaluation share one buffer,"
-                " and evaluating mid-way would cut the training rollout short."
-            )
+        check_eval_allowed(self.algorithm, self.state["algorithm/collects"], env_config)
         results = []
         for _ in range(max(1, k)):
             results.append(self.algorithm.collect(env_config=env_config, deterministic=deterministic))
@@ -225,7 +141,7 @@ class Trainer:
         if env_config and k < 0:
             # Only before the first collect (checked above): training must not go on under the
             # eval's config, as its env is never reset again.
-            self.algorithm._needs_reset = True
+            self.algorithm.request_env_reset()
         prefix = f"eval/{name}/" if name else "eval/"
         eval_stats = {f"{prefix}{k}": v for k, v in reduce_eval_stats(results).items()}
         self.tracker.log_metrics(eval_stats, step=self.state["env/steps"])
@@ -371,42 +287,9 @@ class Trainer:
                 anything is written or removed).
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
-        _check_positive_int("keep", keep, optional=True)
+        check_positive_int("keep", keep, optional=True)
         self._warn_if_model_cannot_be_rebuilt()
-        tracker = self.tracker
-        payload = {
-            "format": ckpt.FORMAT,
-            "version": ckpt.VERSION,
-            "env_cls": ckpt.dotted_path(self.algorithm.env_cls),
-            "algorithm_cls": ckpt.dotted_path(type(self.algorithm)),
-            "config": ckpt.config_to_plain(self.algorithm.hparams),
-            "algorithm": ckpt.to_plain(self.algorithm.state_dict(), "algorithm state"),
-            "trainer": {"state": dict(self.state)},
-            "rng": ckpt.capture_rng(),
-            "run": {
-                "run_id": getattr(tracker, "run_id", None),
-                "tracking_uri": getattr(tracker, "tracking_uri", None),
-            },
-        }
-        folder = getattr(tracker, "checkpoint_dir", None)
-        if path is None:
-            if folder is None:
-                raise ValueError("this tracker has no checkpoint folder: pass path=")
-            path = Path(folder) / f"checkpoint-{self.state['env/steps']:012d}.pt"
-        written = ckpt.write_atomic(payload, path)
-        if folder is not None:
-            ckpt.point_latest(folder, written)  # the commit point: now the run's latest
-        if hasattr(tracker, "log_artifact"):
-            with tempfile.TemporaryDirectory() as tmp:
-                latest = Path(tmp) / "latest.pt"
-                latest.symlink_to(written.resolve())
-                tracker.log_artifact(latest, "checkpoints")
-        if keep is not None and folder is not None and written.parent == Path(folder):
-            steps = self.state["env/steps"]
-            history = [old for n, old in ckpt.numbered_checkpoints(folder) if n <= steps]
-            for old in history[:-keep]:  # history ends with the file just written
-                old.unlink(missing_ok=True)
-        return written
+        return checkpoints.write_trainer_checkpoint(self, path, keep)
 
     def _warn_if_model_cannot_be_rebuilt(self) -> None:
         # A model passed as an instance is checkpointed as its class and config; the
@@ -415,7 +298,7 @@ class Trainer:
         if model is None or self._model_rebuild_checked:
             return
         self._model_rebuild_checked = True
-        problem = ckpt.rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
+        problem = checkpoints.rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
         if problem is not None:
             warnings.warn(
                 f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
@@ -458,48 +341,21 @@ class Trainer:
         """
         path = Path(path_or_run_id)
         if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
-            path = cls._latest_checkpoint_of_run(str(path_or_run_id), tracking_uri)
-        payload = ckpt.read_checkpoint(path)
-        try:
-            env_cls = ckpt.import_dotted_path(payload["env_cls"])
-            algorithm_cls = ckpt.import_dotted_path(payload.get("algorithm_cls", "rl8lite.algorithm.Algorithm"))
-            config = ckpt.config_from_plain(payload["config"], recurrent=issubclass(algorithm_cls, RecurrentAlgorithm))
-            if device is not None:
-                config = config.replace(device=device)
-        except ImportError as e:
-            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
+            path = checkpoints.latest_checkpoint_of_run(str(path_or_run_id), tracking_uri)
+        payload = read_checkpoint(path)
         run = payload["run"]
         if tracker is None and run["run_id"] is None:
-            raise ckpt.CheckpointError(
+            raise CheckpointError(
                 f"checkpoint {str(path)!r} was written with a custom tracker and names no MLflow run"
                 " to reopen: pass tracker= to from_checkpoint"
             )
-        algorithm = algorithm_cls(env_cls, config)
-        algorithm.load_state_dict(payload["algorithm"])
+        algorithm = checkpoints.algorithm_from_payload(payload, path, device)
         if tracker is None:
             tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
         trainer = cls(algorithm, progress=progress, save_policy=save_policy, tracker=tracker)
         trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
-        ckpt.restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
+        restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
         return trainer
-
-    @staticmethod
-    def _latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
-        uri = tracking_uri or default_tracking_uri()
-        folder = checkpoint_dir(uri, run_id)
-        latest = ckpt.latest_in(folder)
-        if latest is not None and latest.is_file():
-            return latest
-        numbered = ckpt.numbered_checkpoints(folder)
-        if numbered and latest is None:  # a folder from before the record
-            return numbered[-1][1]
-        destination = Path(tempfile.mkdtemp(prefix="rl8lite-checkpoint-"))
-        try:
-            return download_run_artifact(uri, run_id, "checkpoints/latest.pt", destination)
-        except Exception as e:  # noqa: BLE001 - the store's error type varies
-            if numbered:  # the named file is gone and no artifact: the most env steps, as before
-                return numbered[-1][1]
-            raise ckpt.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED") -> None:

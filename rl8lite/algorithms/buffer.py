@@ -1,0 +1,73 @@
+"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once.
+
+Index 0 on the time axis holds a collect's first observation; the last column
+holds the observation after the last step, whose value bootstraps GAE, and
+becomes the next collect's first (see :mod:`rl8lite.algorithms.advantages` for
+the index convention of every entry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from ..data import DataKeys
+from ..specs import Spec
+
+
+def allocate_buffer(
+    observation_spec: Spec,
+    action_spec: Spec,
+    *,
+    num_envs: int,
+    horizon: int,
+    device: torch.device,
+    normalize_rewards: bool,
+) -> TensorDict:
+    """Every entry a collect and an update write, zeroed (``final_obs`` is added on first use)."""
+    n, t1 = num_envs, horizon + 1
+    column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=device)  # noqa: E731
+    entries: dict[str, Any] = {
+        DataKeys.OBS: observation_spec.zero([n, t1]),
+        DataKeys.ACTIONS: action_spec.zero([n, t1]),
+        DataKeys.LOGP: column(),
+        DataKeys.VALUES: column(),
+        DataKeys.REWARDS: column(),
+        DataKeys.TERMINATED: column(torch.bool),
+        DataKeys.TRUNCATED: column(torch.bool),
+        DataKeys.FINAL_VALUES: column(),
+        DataKeys.ADVANTAGES: column(),
+        DataKeys.RETURNS: column(),
+    }
+    if normalize_rewards:
+        entries[DataKeys.REVERSED_DISCOUNTED_RETURNS] = column()
+    return TensorDict(entries, batch_size=[n, t1], device=device)
+
+
+def final_obs_entry(buffer: TensorDict, observation_spec: Spec) -> torch.Tensor | TensorDict:
+    """The buffer's ``final_obs`` entry, added (zeroed) the first time an env returns it."""
+    if DataKeys.FINAL_OBS not in buffer.keys():
+        with torch.inference_mode(False):  # a normal tensor: checkpoints load into it later
+            buffer[DataKeys.FINAL_OBS] = observation_spec.zero(list(buffer.batch_size))
+    return buffer[DataKeys.FINAL_OBS]
+
+
+def buffer_state(buffer: TensorDict) -> dict[str, torch.Tensor]:
+    """Every leaf on the CPU, nested keys joined by ``"."`` (checkpoint form)."""
+    return {
+        ".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
+        for k, v in buffer.items(include_nested=True, leaves_only=True)
+    }
+
+
+def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> None:
+    """Copy what :func:`buffer_state` returned into ``buffer`` (adding entries it lacks)."""
+    for key, value in state.items():
+        parts = tuple(key.split("."))
+        path = parts[0] if len(parts) == 1 else parts
+        if path not in buffer.keys(include_nested=True):
+            buffer[path] = value.to(buffer.device)
+        else:
+            buffer[path].copy_(value)

@@ -1,0 +1,296 @@
+"""What a policy carries from one time step to the next, in the rollout and in the update.
+
+:class:`Feedforward` carries nothing: the rollout samples each step on its own, and
+the update evaluates single time steps. :class:`Recurrent` carries an LSTM-style
+state: the rollout threads it through the steps (zeroed where an episode ends),
+stores it at each sequence start, and the update unrolls ``seq_len``-step sequences
+from there (truncated backpropagation through time). The rollout and the update
+call the same few methods on either, so there is one collect and one update.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from tensordict import TensorDict
+
+from ..data import DataKeys
+from ..runtime.memory import tensor_bytes
+from .chunks import in_chunks
+from .policy import Policy
+from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
+
+Observation = torch.Tensor | TensorDict
+
+
+class Recurrence(Protocol):
+    """The interface :class:`~rl8lite.algorithms.rollout.Rollout` and the update use."""
+
+    #: Time steps per update unit: 1, or ``seq_len`` for sequences.
+    unit_length: int
+    #: Whether the rollout samples actions without values and values every observation
+    #: in one batched pass afterwards (separable feedforward models).
+    values_after_rollout: bool
+
+    def restart(self) -> None: ...
+
+    def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]: ...
+
+    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None: ...
+
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None: ...
+
+    def values(self, obs: Observation) -> torch.Tensor: ...
+
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor: ...
+
+    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch: ...
+
+    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+    def state_bytes(self) -> int: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Feedforward:
+    """A feedforward policy: nothing carried; update units are single time steps.
+
+    Args:
+        policy: The policy.
+        horizon: Time steps per copy in the buffer.
+        chunk_rows: Copies per policy forward in the rollout (``None``: all at once).
+        compile_sampling: ``torch.compile`` the sampling step.
+    """
+
+    unit_length = 1
+
+    def __init__(self, policy: Policy, horizon: int, chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
+        self.policy = policy
+        self.horizon = horizon
+        self.chunk_rows = chunk_rows
+        self.act_fn = torch.compile(policy.act) if compile_sampling else policy.act
+        self.sample_fn = torch.compile(policy.sample) if compile_sampling else policy.sample
+
+    @property
+    def values_after_rollout(self) -> bool:
+        # Checked every collect: hooks added to the model after building turn it off.
+        return self.policy.separable
+
+    def restart(self) -> None:
+        pass
+
+    def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
+        """``(actions, logp, values)`` of step ``t``."""
+        return in_chunks(lambda o: self.act_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
+
+    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actions, logp)`` from the actor alone (:attr:`values_after_rollout`)."""
+        return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
+
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+        pass
+
+    def values(self, obs: Observation) -> torch.Tensor:
+        """Values of ``obs`` (the bootstrap observation after the last step)."""
+        return in_chunks(self.policy.values, obs, size=self.chunk_rows)
+
+    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
+        """Write the values of every observation in the buffer into ``values_buf``, in
+        chunks of ``chunk_rows`` rows (without chunking: ``num_envs`` rows, as many as a
+        rollout step's forward), so no temporary outgrows a step's."""
+        obs_rows, value_rows = flat_rows(obs_buf), flat_rows(values_buf)
+        size = self.chunk_rows or values_buf.shape[0]
+        for start in range(0, value_rows.shape[0], size):
+            value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
+
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """V(final_obs) of the truncated copies ``copies`` at time steps ``steps``."""
+        return self.values(final_obs)
+
+    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
+        return UpdateBatch(
+            rows={key: flat_rows(buffer[key]) for key in UPDATE_KEYS},
+            units={},
+            unit_rows=self.unit_rows,
+            advantage_normalization=normalization,
+        )
+
+    def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
+        """Rows of the ``[N * (T + 1)]``-flattened buffer holding update units ``units``.
+
+        Unit ``u = n * T + t`` (copy ``n``, step ``t``) is row ``n * (T + 1) + t = u + u // T``.
+        """
+        return units + units // self.horizon
+
+    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk under the current policy."""
+        return self.policy.evaluate(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS])
+
+    def state_bytes(self) -> int:
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class Recurrent:
+    """A recurrent policy: its state is carried through the rollout, zeroed per copy when
+    its episode ends, at env resets and every ``seqs_per_state_reset`` sequences; the
+    state at each sequence start is stored, and the update unrolls ``[seq_len]``
+    sequences from it.
+
+    With an env that returns ``final_obs``, a truncated copy's final observation is
+    valued with its carried state: on the CPU during the rollout; on other devices (no
+    host sync per step) after it, from every step's state, kept for that (``num_envs *
+    horizon * state_size`` floats: 1 GiB at 65536 envs, horizon 32 and the default
+    2 x 64 state).
+    """
+
+    values_after_rollout = False
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        num_envs: int,
+        horizon: int,
+        seq_len: int,
+        seqs_per_state_reset: int,
+        chunk_rows: int | None,
+        device: torch.device,
+    ) -> None:
+        self.policy = policy
+        self.num_envs, self.horizon = num_envs, horizon
+        self.unit_length = self.seq_len = seq_len
+        self.seqs_per_state_reset = seqs_per_state_reset
+        self.chunk_rows = chunk_rows
+        self.device = device
+        model = policy.model
+        self.states = model.init_states(num_envs, device)
+        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, model.state_size, device=device)
+        self.seqs = 0
+        #: On the CPU, the values of truncated copies' ``final_obs`` ``[N, T, 1]``, computed in
+        #: the rollout; elsewhere each step's state ``[N, T, state_size]``, valued after it.
+        self.value_final_obs_in_rollout = device.type == "cpu"
+        self.final_obs_values_kept: torch.Tensor | None = None
+        self.final_states: torch.Tensor | None = None
+
+    def restart(self) -> None:
+        self.states = torch.zeros_like(self.states)
+        self.seqs = 0
+
+    def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
+        if t % self.seq_len == 0:
+            period = self.seqs_per_state_reset
+            if period > 0 and self.seqs % period == 0:
+                self.states = torch.zeros_like(self.states)
+            self.sequence_states[:, t // self.seq_len] = self.states
+            self.seqs += 1
+        actions, logp, values, self.states = in_chunks(
+            lambda o, s: self.policy.act_recurrent(o, s, deterministic=deterministic),
+            obs, self.states, size=self.chunk_rows,
+        )
+        return actions, logp, values
+
+    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        raise TypeError("a recurrent policy samples with its state: use act()")
+
+    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
+        raise TypeError("a recurrent policy values observations with their states: use values()")
+
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+        if final_obs is not None:
+            self._keep_final_obs_values(t, truncated, final_obs)
+        self.states = self.states * (~(terminated | truncated)).to(self.states.dtype)
+
+    def _keep_final_obs_values(self, t: int, truncated: torch.Tensor, final_obs: Any) -> None:
+        """Keep what values step ``t``'s ``final_obs`` for the copies it truncated: their
+        state of step ``t`` (before episode ends zero it), as if their episode had gone on.
+
+        On the CPU the values are computed now, for the truncated copies only (finding
+        them waits on no device), and kept as ``[N, T, 1]`` floats. Elsewhere that would be
+        a host sync per time step, so every copy's state is kept (``[N, T, state_size]``:
+        ``2 * width`` floats per env step for the default LSTM) and valued after the rollout.
+        """
+        if self.value_final_obs_in_rollout:
+            if self.final_obs_values_kept is None:
+                self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1, device=self.device)
+            copies = truncated.reshape(-1).nonzero().flatten()
+            if copies.numel():
+                values = self._values_from(final_obs[copies], self.states[copies])
+                self.final_obs_values_kept[copies, t] = values
+            return
+        if self.final_states is None:
+            self.final_states = torch.empty(
+                self.num_envs, self.horizon, self.states.shape[-1], dtype=self.states.dtype, device=self.device
+            )
+        self.final_states[:, t] = self.states
+
+    def values(self, obs: Observation) -> torch.Tensor:
+        return self._values_from(obs, self.states)
+
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        if self.final_obs_values_kept is not None:
+            return self.final_obs_values_kept[copies, steps]
+        assert self.final_states is not None
+        return self._values_from(final_obs, self.final_states[copies, steps])
+
+    def _values_from(self, obs: Observation, states: torch.Tensor) -> torch.Tensor:
+        """Values of ``obs`` continuing from recurrent ``states``, in rollout chunks."""
+        return in_chunks(lambda o, s: self.policy.model(o, s)[1], obs, states, size=self.chunk_rows)
+
+    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
+        horizon = self.horizon
+        ends = buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        # reset before step t if the episode ended at t - 1 (within a sequence only:
+        # the stored sequence-start states are already reset)
+        resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
+        resets = resets.reshape(-1, self.seq_len)
+        resets[:, 0] = False
+        states = self.sequence_states.reshape(-1, self.sequence_states.shape[-1])
+        return UpdateBatch(
+            rows={key: flat_rows(buffer[key]) for key in UPDATE_KEYS},
+            units={"states": states, "resets": resets},
+            unit_rows=self.unit_rows,
+            advantage_normalization=normalization,
+        )
+
+    def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
+        """``[B, seq_len]`` buffer rows of sequences ``units``.
+
+        Sequence ``s = n * S + j`` (copy ``n``, ``S = T / seq_len`` per copy) starts at
+        row ``n * (T + 1) + j * seq_len = s * seq_len + s // S``.
+        """
+        per_copy = self.horizon // self.seq_len
+        starts = units * self.seq_len + units // per_copy
+        return starts[:, None] + torch.arange(self.seq_len, device=units.device)
+
+    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.policy.evaluate_sequences(
+            chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS], chunk["states"], chunk["resets"]
+        )
+
+    def state_bytes(self) -> int:
+        kept = (self.states, self.sequence_states, self.final_obs_values_kept, self.final_states)
+        return tensor_bytes(t for t in kept if t is not None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "states": self.states.cpu().clone(),
+            "sequence_states": self.sequence_states.cpu().clone(),
+            "seqs": self.seqs,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.states = state["states"].to(self.device)
+        self.sequence_states = state["sequence_states"].to(self.device)
+        self.seqs = int(state["seqs"])
