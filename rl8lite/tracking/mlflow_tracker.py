@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import mlflow
 from mlflow import MlflowClient
@@ -28,29 +28,12 @@ from mlflow.exceptions import MlflowException
 from ..algorithms.policy import Policy
 from ..specs import Spec
 from .policy_model import save_policy_model
+from .tracker import TrackingError
 from .store import artifact_location, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
-
-
-class TrackingError(RuntimeError):
-    """The tracking store cannot be reached or written; the message names it."""
-
-
-class Tracker(Protocol):
-    """What a :class:`~rl8lite.Trainer` needs from an experiment tracker."""
-
-    def log_params(self, params: dict[str, Any]) -> None: ...
-
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
-
-    def log_policy(self, policy: Policy, observation_spec: Spec, name: str) -> str: ...
-
-    def flush(self) -> None: ...
-
-    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None: ...
 
 
 def _param_value(value: Any) -> str:

@@ -15,8 +15,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import mlflow
-from mlflow import MlflowClient
 
 
 def find_mlruns_dir(start: Path | None = None) -> Path:
@@ -30,6 +28,8 @@ def find_mlruns_dir(start: Path | None = None) -> Path:
 
 def default_tracking_uri() -> str:
     """``MLFLOW_TRACKING_URI`` if set, else the SQLite store in the project's ``mlruns/``."""
+    import mlflow
+
     if mlflow.is_tracking_uri_set():
         return mlflow.get_tracking_uri()
     mlruns = find_mlruns_dir()
@@ -76,5 +76,7 @@ def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
 
 def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
     """Fetch one artifact of a run (without touching the run's status)."""
+    from mlflow import MlflowClient
+
     client = MlflowClient(tracking_uri)
     return Path(client.download_artifacts(run_id, artifact, str(destination)))

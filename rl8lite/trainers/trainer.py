@@ -7,30 +7,23 @@ and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 from __future__ import annotations
 
 import signal
-import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn
 
 from ..algorithms import Algorithm
 from ..conditions import Condition
-from ..runtime.checkpoint_files import CheckpointError, read_checkpoint, restore_rng
+from ..runtime.distributed import DistributedError
 from ..runtime.signals import SignalRequests
-from ..tracking import MlflowTracker, Tracker, mlflow_version
+from .. import tracking
+from ..tracking import NullTracker, Tracker
 from ..tracking.export import ExportError
 from . import checkpoints
 from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
-
-_PROGRESS_KEYS = (
-    "episodes/return_mean",
-    "returns/mean",
-    "losses/total",
-    "monitors/kl_div",
-    "throughput/env_steps_per_s",
-)
-
+from .progress import ProgressReport
 
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
@@ -39,6 +32,11 @@ class Trainer:
     ``mlflow.start_run``). Params are logged at construction, metrics at every
     step with ``step = env steps``. Use it as a context manager, or call
     :meth:`close`, to end the run; :meth:`run` ends it too when it returns or fails.
+
+    In multi-process training (``torchrun``), every rank runs the same trainer: rank 0
+    alone talks to MLflow (one run, stats over every rank) and prints; decisions (stop
+    conditions, signals on any rank) are agreed so every rank acts at the same step;
+    each rank writes its own checkpoint file.
 
     Args:
         algorithm: The algorithm to train.
@@ -78,20 +76,33 @@ class Trainer:
             "algorithm/steps": 0,
             "env/steps": 0,
         }
-        self.progress = progress
+        ranks = algorithm.ranks
+        self.progress = ProgressReport(enabled=progress and ranks.is_main)
         self.save_policy = save_policy
         self._model_rebuild_checked = False
-        self.tracker: Tracker = tracker or MlflowTracker(
-            experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
-        )
+        self.tracker: Tracker
+        if ranks.is_main:
+            self.tracker = tracker or tracking.MlflowTracker(
+                experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
+            )
+        if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
+            folder = ranks.broadcast_object(
+                str(getattr(self.tracker, "checkpoint_dir", None) or "") if ranks.is_main else None
+            )
+            if ranks.is_main:
+                ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
+            else:
+                self.tracker = NullTracker(folder or None)
         if not getattr(self.tracker, "resumed", False):
-            self.tracker.log_params({**algorithm.params, "versions/mlflow": mlflow_version()})
-        self._last_progress = 0.0
-        self._last_progress_step = -1
+            self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
 
     # ------------------------------------------------------------------ training
     def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
+        with self.algorithm.ranks.sharing_failures():
+            return self._step(env_config)
+
+    def _step(self, env_config: dict[str, Any] | None) -> dict[str, float]:
         start = time.perf_counter()
         memory_stats = self.algorithm.memory_stats()
         collect_stats = self.algorithm.collect(env_config=env_config)
@@ -131,6 +142,10 @@ class Trainer:
                 Before it, the eval resets the env under ``env_config`` and the
                 first training collect resets it again under its own config.
         """
+        with self.algorithm.ranks.sharing_failures():
+            return self._eval(env_config, deterministic, name)
+
+    def _eval(self, env_config: dict[str, Any] | None, deterministic: bool, name: str | None) -> dict[str, float]:
         k = self.algorithm.horizons_per_env_reset
         check_eval_allowed(self.algorithm, self.state["algorithm/collects"], env_config)
         results = []
@@ -189,55 +204,85 @@ class Trainer:
         )
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
-        late_stop: int | None = None
+        ranks = self.algorithm.ranks
+        stop_signal: int | None = None
         try:
-            with SignalRequests() as requests:
+            with SignalRequests() as requests, ranks.sharing_failures():
                 while True:
                     train_stats = self.step(env_config=env_config)
-                    self._report(train_stats)
+                    self.progress.report(train_stats, self.state)
                     steps = self.state["algorithm/steps"]
-                    stop = any([condition(train_stats) for condition in conditions])
-                    if not stop and not requests.stop and steps_per_eval and steps % steps_per_eval == 0:
+                    # One decision for every rank: a condition or a signal on any rank counts.
+                    stop, stop_signal, checkpoint = self._agree(
+                        any([condition(train_stats) for condition in conditions]), requests
+                    )
+                    if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
                         self.eval(env_config=eval_env_config)
                     # After the eval: a resumed run then continues exactly where this one was.
-                    if requests.checkpoint or requests.stop or (checkpoint_every and steps % checkpoint_every == 0):
-                        requests.checkpoint = False
+                    if checkpoint or stop_signal is not None or (checkpoint_every and steps % checkpoint_every == 0):
                         self.save_checkpoint(keep=keep_checkpoints)
-                    if requests.stop is not None:
-                        self.tracker.end("KILLED", message=signal.Signals(requests.stop).name)
-                        _exit_for(requests.stop)
+                    if stop_signal is not None:
+                        self.tracker.end("KILLED", message=signal.Signals(stop_signal).name)
+                        break
                     if stop:
                         break
-                # Still under the handlers: a signal while the policy is exported or the
-                # metrics are flushed waits for them (it would kill the process and lose both).
-                self._report(train_stats, final=True)
-                if self.save_policy:
-                    self._save_policy_or_warn()
-                if requests.checkpoint:
-                    self.save_checkpoint(keep=keep_checkpoints)
-                self.tracker.end("FINISHED")
-                late_stop = requests.stop  # training had finished: the run is complete
+                if stop_signal is None:
+                    # Still under the handlers: a signal while the policy is exported or the
+                    # metrics are flushed waits for them (it would kill the process and lose both).
+                    self.progress.report(train_stats, self.state, final=True)
+                    if self.save_policy:
+                        self._save_policy_or_warn()
+                    _, late_stop, checkpoint = self._agree(False, requests)
+                    if checkpoint:
+                        self.save_checkpoint(keep=keep_checkpoints)
+                    self.tracker.end("FINISHED")
+                    stop_signal = late_stop  # training had finished: the run stays complete
         except (KeyboardInterrupt, SystemExit):
-            self.tracker.end("KILLED", message="KeyboardInterrupt")
+            self._end_run("KILLED", "KeyboardInterrupt")
             raise
         except BaseException as e:
-            self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
+            message = f"{type(e).__name__}: {e}" if not isinstance(e, DistributedError) else str(e)
+            killed = isinstance(e, DistributedError) and ": KeyboardInterrupt" in message
+            self._end_run("KILLED" if killed else "FAILED", message)
             raise
-        if late_stop is not None:  # after the handlers above: the run stays FINISHED
-            _exit_for(late_stop)
+        if stop_signal is not None:  # after the handlers above; the run is KILLED (or FINISHED)
+            _exit_for(stop_signal)
         return train_stats
+
+    def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
+        """``(stop, stop signal, checkpoint)`` as every rank will act on them (one collective)."""
+        agreed_stop, signum, checkpoint = self.algorithm.ranks.agree(
+            [stop, requests.stop or 0, requests.checkpoint]
+        )
+        requests.checkpoint = False
+        return bool(agreed_stop), int(signum) or None, bool(checkpoint)
+
+    def _end_run(self, status: str, message: str) -> None:
+        if not self.algorithm.ranks.distributed or threading.current_thread() is not threading.main_thread():
+            self.tracker.end(status, message=message)
+            return
+        # torchrun stops the other ranks with SIGTERM once one fails: hold it off until the
+        # run has its status (the handlers only record a signal).
+        with SignalRequests():
+            self.tracker.end(status, message=message)
 
     def _save_policy_or_warn(self) -> None:
         # Training succeeded: failing to save the model (e.g. torch.export cannot trace
-        # a custom model) must not fail the run, nor lose the weights.
-        try:
-            self.log_policy()
-        except Exception as e:
-            reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
+        # a custom model) must not fail the run, nor lose the weights. Rank 0 exports;
+        # every rank then writes a checkpoint if it failed.
+        reason = None
+        if self.algorithm.ranks.is_main:
             try:
-                kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
-            except Exception as checkpoint_error:
-                kept = f"; writing a checkpoint failed too ({type(checkpoint_error).__name__}: {checkpoint_error})"
+                self.log_policy()
+            except Exception as e:
+                reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
+        if not self.algorithm.ranks.agree([reason is not None])[0]:
+            return
+        try:
+            kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
+        except Exception as checkpoint_error:
+            kept = f"; writing a checkpoint failed too ({type(checkpoint_error).__name__}: {checkpoint_error})"
+        if reason is not None:
             warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=3)
 
     def log_policy(self, name: str = "policy") -> str:
@@ -288,25 +333,10 @@ class Trainer:
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
         check_positive_int("keep", keep, optional=True)
-        self._warn_if_model_cannot_be_rebuilt()
+        if not self._model_rebuild_checked:  # once: a model instance is kept as class + config
+            self._model_rebuild_checked = True
+            checkpoints.warn_if_model_cannot_be_rebuilt(self.algorithm)
         return checkpoints.write_trainer_checkpoint(self, path, keep)
-
-    def _warn_if_model_cannot_be_rebuilt(self) -> None:
-        # A model passed as an instance is checkpointed as its class and config; the
-        # checkpoint is still written (its weights are in it), but say so once.
-        model, algorithm = self.algorithm.hparams.model, self.algorithm
-        if model is None or self._model_rebuild_checked:
-            return
-        self._model_rebuild_checked = True
-        problem = checkpoints.rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
-        if problem is not None:
-            warnings.warn(
-                f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
-                f" instance as its class and config, and {problem}. Pass every constructor argument"
-                " on to Model.__init__(**config), or use model_cls= and model_config=.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     @classmethod
     def from_checkpoint(
@@ -333,29 +363,19 @@ class Trainer:
         run's ``checkpoints/latest.pt`` artifact.
 
         Classes (env, model, distribution, optimizer) are imported by dotted path.
-        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU).
+        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU). Under
+        ``torchrun``, every rank calls this with the same path or run id and resumes from
+        its own file; the world size must be the one that wrote the checkpoint.
 
         Raises:
-            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, or
-                it names no MLflow run and no ``tracker`` is given.
+            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, it
+                names no MLflow run and no ``tracker`` is given, or it was written by
+                another number of processes.
         """
-        path = Path(path_or_run_id)
-        if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
-            path = checkpoints.latest_checkpoint_of_run(str(path_or_run_id), tracking_uri)
-        payload = read_checkpoint(path)
-        run = payload["run"]
-        if tracker is None and run["run_id"] is None:
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} was written with a custom tracker and names no MLflow run"
-                " to reopen: pass tracker= to from_checkpoint"
-            )
-        algorithm = checkpoints.algorithm_from_payload(payload, path, device)
-        if tracker is None:
-            tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
-        trainer = cls(algorithm, progress=progress, save_policy=save_policy, tracker=tracker)
-        trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
-        restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
-        return trainer
+        return checkpoints.resume(
+            cls, path_or_run_id, tracking_uri=tracking_uri, device=device, tracker=tracker,
+            progress=progress, save_policy=save_policy,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED") -> None:
@@ -372,18 +392,6 @@ class Trainer:
             self.tracker.end("KILLED", message="KeyboardInterrupt")
         else:
             self.tracker.end("FAILED", message=f"{exc_type.__name__}: {exc}")
-
-    def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
-        if not self.progress:
-            return
-        # At most a line a second; the final report prints the last step unless it just did.
-        now, step = time.monotonic(), self.state["algorithm/steps"]
-        if (now - self._last_progress < 1.0 and not final) or step == self._last_progress_step:
-            return
-        self._last_progress, self._last_progress_step = now, step
-        parts = [f"step {self.state['algorithm/steps']}", f"env steps {self.state['env/steps']:,}"]
-        parts += [f"{key} {stats[key]:.4g}" for key in _PROGRESS_KEYS if key in stats and stats[key] == stats[key]]
-        print(" | ".join(parts), file=out or sys.stdout, flush=True)
 
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.
