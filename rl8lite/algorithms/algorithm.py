@@ -16,7 +16,7 @@ from .._version import __version__
 from ..data import DataKeys
 from ..env import Env
 from ..models import DefaultModel, DefaultRecurrentModel, Model
-from ..runtime.distributed import Ranks, join_process_group
+from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import qualified_name
 from ..runtime.malloc import keep_freed_memory
 from ..runtime.memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
@@ -106,6 +106,11 @@ class Algorithm:
         #: This process's place among the training processes (one, without torchrun).
         self.ranks: Ranks
         self.ranks, self.device = join_process_group(config.device)
+        self._build(config)
+
+    @shares_failures
+    def _build(self, config: AlgorithmConfig) -> None:
+        env_cls = self.env_cls
         if config.tune_malloc and self.device.type == "cpu":
             keep_freed_memory()
         if config.seed is not None:
@@ -162,6 +167,7 @@ class Algorithm:
         return optimizer_kwargs(self.hparams)
 
     # ------------------------------------------------------------------ collect
+    @shares_failures
     def collect(
         self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False
     ) -> dict[str, float]:
@@ -197,6 +203,7 @@ class Algorithm:
         return stats
 
     # ------------------------------------------------------------------ step
+    @shares_failures
     def step(self) -> dict[str, float]:
         """Update the policy from the buffered collect; return loss and monitor stats."""
         if not self.state.buffered:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
+import functools
 import os
 import threading
 import time
@@ -142,6 +143,17 @@ class Ranks:
                 with contextlib.suppress(Exception):
                     dist.destroy_process_group()
             raise
+
+
+def shares_failures(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a method of an object with ``ranks`` under :meth:`Ranks.sharing_failures`."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.ranks.sharing_failures():
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _store() -> Any:

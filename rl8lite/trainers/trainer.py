@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from ..algorithms import Algorithm
 from ..conditions import Condition
-from ..runtime.distributed import DistributedError
+from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
 from .. import tracking
 from ..tracking import NullTracker, Tracker
@@ -81,10 +81,11 @@ class Trainer:
         self.save_policy = save_policy
         self._model_rebuild_checked = False
         self.tracker: Tracker
-        if ranks.is_main:
-            self.tracker = tracker or tracking.MlflowTracker(
-                experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
-            )
+        with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
+            if ranks.is_main:
+                self.tracker = tracker or tracking.MlflowTracker(
+                    experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
+                )
         if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
             folder = ranks.broadcast_object(
                 str(getattr(self.tracker, "checkpoint_dir", None) or "") if ranks.is_main else None
@@ -96,13 +97,15 @@ class Trainer:
         if not getattr(self.tracker, "resumed", False):
             self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
 
+    @property
+    def ranks(self) -> Ranks:
+        """The training processes (see :class:`~rl8lite.runtime.distributed.Ranks`)."""
+        return self.algorithm.ranks
+
     # ------------------------------------------------------------------ training
+    @shares_failures
     def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
-        with self.algorithm.ranks.sharing_failures():
-            return self._step(env_config)
-
-    def _step(self, env_config: dict[str, Any] | None) -> dict[str, float]:
         start = time.perf_counter()
         memory_stats = self.algorithm.memory_stats()
         collect_stats = self.algorithm.collect(env_config=env_config)
@@ -121,6 +124,7 @@ class Trainer:
         self.tracker.log_metrics(train_stats, step=self.state["env/steps"])
         return train_stats
 
+    @shares_failures
     def eval(
         self,
         *,
@@ -142,10 +146,6 @@ class Trainer:
                 Before it, the eval resets the env under ``env_config`` and the
                 first training collect resets it again under its own config.
         """
-        with self.algorithm.ranks.sharing_failures():
-            return self._eval(env_config, deterministic, name)
-
-    def _eval(self, env_config: dict[str, Any] | None, deterministic: bool, name: str | None) -> dict[str, float]:
         k = self.algorithm.horizons_per_env_reset
         check_eval_allowed(self.algorithm, self.state["algorithm/collects"], env_config)
         results = []
