@@ -12,7 +12,8 @@ each function says when its result is a view of its input. rl8's functions
 and in :mod:`rl8lite.views`. For a training loop with one ``[N, T + 1, ...]`` rollout
 buffer, :func:`windows_at_every_step` (update) and :func:`window_at_last_step`
 (collect) build episode-aware windows: a window never mixes two episodes, given
-:func:`episode_steps`; :func:`zero_padding` zeroes the padding of gathered windows.
+:func:`episode_steps`; :func:`zero_padding` zeroes the padding of gathered windows, and
+:func:`window_padding_mask` gives the mask of just those.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .data import DataKeys
 
 __all__ = [
     "episode_steps", "pad_last_sequence", "pad_whole_sequence", "rolling_window", "window_at_last_step",
-    "windows_at_every_step", "zero_padding",
+    "window_padding_mask", "windows_at_every_step", "zero_padding",
 ]
 
 #: What a window is taken over: a tensor, or a TensorDict (nested keys included).
@@ -47,11 +48,29 @@ def per_leaf(fn: Callable[[torch.Tensor], Item], x: Item, batch_size: list[int])
     return fn(x) if isinstance(x, torch.Tensor) else x.apply(fn, batch_size=batch_size)
 
 
-def _padding_mask(steps: torch.Tensor, size: int) -> torch.Tensor:
-    """``[..., size]``: window position ``j`` of a window whose last step has index ``steps``
-    in its sequence holds index ``steps - (size - 1 - j)``: padding where that is negative."""
-    offsets = torch.arange(size - 1, -1, -1, device=steps.device)
-    return offsets > steps.unsqueeze(-1)
+def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tensor:
+    """Which steps of windows of ``size`` are padding, given the index of each window's last
+    step within its episode.
+
+    Args:
+        episode_steps: ``[...]`` index of each window's last step in its episode (or
+            sequence): 0 at its first step (see :func:`episode_steps`).
+        size: Steps per window.
+
+    Returns:
+        ``[..., size]`` bool: position ``j`` holds the step ``size - 1 - j`` steps before
+        the last, padding (``True``) when that precedes the episode's first step. Cheaper
+        on a minibatch's windows (``episode_steps[rows]``) than on every window.
+
+    Examples:
+        >>> import torch
+        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3)
+        tensor([[ True,  True, False],
+                [ True, False, False],
+                [False, False, False]])
+    """
+    offsets = torch.arange(size - 1, -1, -1, device=episode_steps.device)
+    return offsets > episode_steps.unsqueeze(-1)
 
 
 def _windows_td(inputs: torch.Tensor, padding_mask: torch.Tensor) -> TensorDict:
@@ -119,7 +138,7 @@ def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
         inputs = x.new_zeros(batch, size, *x.shape[2:])
         inputs[:, size - num_steps:] = x
     steps = torch.arange(num_steps - 1, num_steps, device=x.device).expand(batch)
-    return _windows_td(inputs, _padding_mask(steps, size))
+    return _windows_td(inputs, window_padding_mask(steps, size))
 
 
 def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
@@ -199,7 +218,7 @@ def windows_at_every_step(
             raise ValueError(f"episode_steps must be [B, T] = {[batch, num_windows]}, "
                              f"got {list(episode_steps.shape)}")
         steps = torch.minimum(episode_steps.to(available.dtype), available)
-    padding_mask = _padding_mask(steps, size)
+    padding_mask = window_padding_mask(steps, size)
     missing = max(size - 1 - history, 0)
 
     def windows(t: torch.Tensor) -> TensorDict:
@@ -236,7 +255,7 @@ def window_at_last_step(x: Item, size: int, /, *, episode_step: torch.Tensor | N
         tensor([[0., 2., 3.]])
     """
     batch, _ = check_sequence(x, size)
-    episode_padding = None if episode_step is None else _padding_mask(episode_step.reshape(batch), size)
+    episode_padding = None if episode_step is None else window_padding_mask(episode_step.reshape(batch), size)
 
     def window(t: torch.Tensor) -> TensorDict:
         out = pad_last_sequence(t, size)

@@ -16,6 +16,7 @@ from rl8lite.windows import (
     pad_whole_sequence,
     rolling_window,
     window_at_last_step,
+    window_padding_mask,
     windows_at_every_step,
     zero_padding,
 )
@@ -129,6 +130,21 @@ def test_masked_steps_of_a_previous_episode_stay_in_the_view_until_zeroed() -> N
     assert windows[DataKeys.INPUTS][0].tolist() == [[1.0, 2.0], [2.0, 3.0]]
     assert zero_padding(windows)[DataKeys.INPUTS][0].tolist() == [[0.0, 2.0], [0.0, 3.0]]
     assert windows[DataKeys.INPUTS][0].tolist() == [[1.0, 2.0], [2.0, 3.0]]  # zero_padding copies
+
+
+def test_a_minibatch_of_windows_gathered_from_the_view_with_its_own_mask() -> None:
+    size, history = 3, 2
+    x = torch.randn(4, history + 6, 1, generator=torch.Generator().manual_seed(7))
+    ends = torch.rand(4, history + 5, generator=torch.Generator().manual_seed(8)) < 0.3
+    steps = episode_steps(ends)[:, history:]
+    copies, times = torch.tensor([0, 3, 3, 1]), torch.tensor([5, 0, 2, 4])
+    inputs = rolling_window(x, size)[copies, times]
+    mask = window_padding_mask(steps[copies, times], size)
+    for row, (b, t) in enumerate(zip(copies.tolist(), times.tolist())):
+        end = history + t
+        expected, padding = reference_window(x, b, end, size, first=end - int(steps[b, t]))
+        assert mask[row].tolist() == padding
+        assert torch.equal(inputs[row].masked_fill(mask[row].unsqueeze(-1), 0), expected)
 
 
 def test_windows_of_a_nested_tensordict_keep_its_keys_and_share_one_mask() -> None:
