@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-import torch
 from tensordict import TensorDict
 
 from .windows import (
     Item,
     check_sequence,
-    per_leaf,
     pad_last_sequence,
     pad_whole_sequence,
+    per_leaf,
     rolling_window,
     windows_at_every_step,
 )

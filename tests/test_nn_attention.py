@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
 from rl8lite.nn import (
     CrossAttention,
@@ -135,7 +135,9 @@ def test_a_stack_shares_one_layer_or_holds_independent_copies() -> None:
     layer = SelfAttention(E, hidden_dim=16)
     shared = SelfAttentionStack(layer, 3, share_parameters=True)
     copies = SelfAttentionStack(layer, 3)
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    def count(module: nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
     assert all(m is layer for m in shared.layers) and count(shared) == count(layer)
     assert len({id(m) for m in copies.layers} | {id(layer)}) == 4 and count(copies) == 3 * count(layer)
     with torch.no_grad():

@@ -9,9 +9,16 @@ import math
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
-from rl8lite.nn import MLP, Module, PositionalEmbedding, SequentialSkipConnection, SquaredReLU, get_activation
+from rl8lite.nn import (
+    MLP,
+    Module,
+    PositionalEmbedding,
+    SequentialSkipConnection,
+    SquaredReLU,
+    get_activation,
+)
 from rl8lite.nn.modules import ACTIVATIONS
 
 

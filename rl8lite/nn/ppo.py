@@ -59,11 +59,14 @@ def generalized_advantage_estimate(
         >>> out["advantages"].flatten()
         tensor([1.5000, 1.0000, 0.0000])
     """
-    from ..algorithms.advantages import generalized_advantage_estimate as gae, normalization
+    from ..algorithms.advantages import generalized_advantage_estimate as gae
+    from ..algorithms.advantages import normalization
+
+    def per_row(t: torch.Tensor) -> torch.Tensor:
+        """``[B, T, ...]`` as the ``[N, T]`` rows rl8lite's GAE takes: feature dims become rows."""
+        return t.movedim(1, -1).reshape(-1, t.shape[1])
 
     rewards, values = batch[DataKeys.REWARDS][:, :-1], batch[DataKeys.VALUES]
-    # rl8lite's GAE takes [N, T] rows: trailing feature dims become rows.
-    per_row = lambda t: t.movedim(1, -1).reshape(-1, t.shape[1])  # noqa: E731
     advantages, _ = gae(per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma,
                         gae_lambda=gae_lambda)
     advantages = advantages.reshape(*values[:, :-1].movedim(1, -1).shape).movedim(-1, 1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from .activations import get_activation
 from .module import Module

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from .activations import get_activation
 from .module import Module
@@ -51,7 +52,7 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
             raise ValueError("an MLP needs at least one layer: hiddens is empty")
         widths = [input_dim, *hiddens]
         layers: list[nn.Module] = []
-        for in_features, out_features in zip(widths[:-2], widths[1:-1]):
+        for in_features, out_features in pairwise(widths[:-1]):
             layers.append(nn.Linear(in_features, out_features, bias=bias))
             if norm_layer is not None:
                 layers.append(norm_layer(out_features))

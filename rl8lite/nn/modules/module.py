@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABCMeta, abstractmethod
 from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar
 
-import torch.nn as nn
+from torch import nn
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from .attention import CrossAttention, SelfAttention, SelfAttentionStack
 from .module import Module
@@ -57,8 +57,8 @@ class PerceiverLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Te
         share_parameters: bool = False,
     ) -> None:
         super().__init__()
-        block = dict(num_heads=num_heads, hidden_dim=hidden_dim, activation_fn=activation_fn,
-                     attention_dropout=attention_dropout, hidden_dropout=hidden_dropout, skip_kind=skip_kind)
+        block = {"num_heads": num_heads, "hidden_dim": hidden_dim, "activation_fn": activation_fn,
+                 "attention_dropout": attention_dropout, "hidden_dropout": hidden_dropout, "skip_kind": skip_kind}
         self.cross_attention = CrossAttention(embed_dim, **block)
         self.self_attention = SelfAttentionStack(SelfAttention(embed_dim, **block), num_layers,
                                                  share_parameters=share_parameters)
@@ -127,8 +127,8 @@ class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.
         share_parameters: bool = False,
     ) -> None:
         super().__init__()
-        block = dict(num_heads=num_heads, hidden_dim=hidden_dim, activation_fn=activation_fn,
-                     attention_dropout=attention_dropout, hidden_dropout=hidden_dropout, skip_kind=skip_kind)
+        block = {"num_heads": num_heads, "hidden_dim": hidden_dim, "activation_fn": activation_fn,
+                 "attention_dropout": attention_dropout, "hidden_dropout": hidden_dropout, "skip_kind": skip_kind}
         self.perceiver_layer = PerceiverLayer(embed_dim, num_layers=num_layers, share_parameters=share_parameters,
                                               **block)
         self.output_query = nn.Parameter(nn.init.xavier_uniform_(torch.empty(output_seq_dim, embed_dim)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from ..functional import SKIP_KINDS, skip_connection
 from .module import Module
