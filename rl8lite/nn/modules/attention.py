@@ -36,18 +36,30 @@ def _feedforward(embed_dim: int, hidden_dim: int, activation_fn: str, dropout: f
 
 
 class _AttentionBlock(nn.Module):
-    """What both blocks hold: multihead attention and the skip-connected feedforward."""
+    """What both blocks hold: layer norms of their inputs, multihead attention and the
+    skip-connected feedforward network; the arguments are documented on each block."""
 
+    #: Attribute names of the blocks' input layer norms.
+    _norms: tuple[str, ...] = ()
     #: The multihead attention (``batch_first``).
     attention: nn.MultiheadAttention
     #: Joins the queries, the attention output and the feedforward network.
     skip_connection: SequentialSkipConnection
 
     def __init__(
-        self, embed_dim: int, num_heads: int, hidden_dim: int, activation_fn: str, attention_dropout: float,
-        hidden_dropout: float, skip_kind: str | None,
+        self,
+        embed_dim: int,
+        /,
+        num_heads: int = 2,
+        hidden_dim: int = 128,
+        activation_fn: str = "relu",
+        attention_dropout: float = 0.0,
+        hidden_dropout: float = 0.0,
+        skip_kind: str | None = "cat",
     ) -> None:
         super().__init__()
+        for name in self._norms:
+            setattr(self, name, nn.LayerNorm(embed_dim))
         self.attention = nn.MultiheadAttention(embed_dim, num_heads, dropout=attention_dropout, batch_first=True)
         self.skip_connection = SequentialSkipConnection(embed_dim, kind=skip_kind)
         self.skip_connection.append(_feedforward(embed_dim, hidden_dim, activation_fn, hidden_dropout))
@@ -80,26 +92,11 @@ class CrossAttention(_AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask,
         torch.Size([3, 2, 8])
     """
 
+    _norms = ("q_norm", "kv_norm")
     #: Norm of the queries.
     q_norm: nn.LayerNorm
     #: Norm of the keys/values.
     kv_norm: nn.LayerNorm
-
-    def __init__(
-        self,
-        embed_dim: int,
-        /,
-        num_heads: int = 2,
-        hidden_dim: int = 128,
-        activation_fn: str = "relu",
-        attention_dropout: float = 0.0,
-        hidden_dropout: float = 0.0,
-        skip_kind: str | None = "cat",
-    ) -> None:
-        super().__init__(embed_dim, num_heads, hidden_dim, activation_fn, attention_dropout, hidden_dropout,
-                         skip_kind)
-        self.q_norm = nn.LayerNorm(embed_dim)
-        self.kv_norm = nn.LayerNorm(embed_dim)
 
     def forward(
         self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None
@@ -123,16 +120,8 @@ class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.
     """A sequence attends to itself, then a feedforward network (a pre-norm transformer layer).
 
     ``out = skip(x, attention(x_norm(x)))`` followed by the feedforward network, each
-    joined by ``skip_kind``.
-
-    Args:
-        embed_dim: Features ``E`` of the sequence.
-        num_heads: Attention heads (must divide ``embed_dim``).
-        hidden_dim: Hidden features of the feedforward network.
-        activation_fn: Its activation's name (:func:`~rl8lite.nn.get_activation`).
-        attention_dropout: Dropout on the attention weights.
-        hidden_dropout: Dropout inside the feedforward network.
-        skip_kind: ``"cat"``, ``"residual"`` or ``None`` (:class:`SequentialSkipConnection`).
+    joined by ``skip_kind``. Its arguments are :class:`CrossAttention`'s, ``embed_dim``
+    being the sequence's features.
 
     Examples:
         >>> import torch
@@ -142,23 +131,9 @@ class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.
         torch.Size([1, 3, 8])
     """
 
+    _norms = ("x_norm",)
     #: Norm of the sequence.
     x_norm: nn.LayerNorm
-
-    def __init__(
-        self,
-        embed_dim: int,
-        /,
-        num_heads: int = 2,
-        hidden_dim: int = 128,
-        activation_fn: str = "relu",
-        attention_dropout: float = 0.0,
-        hidden_dropout: float = 0.0,
-        skip_kind: str | None = "cat",
-    ) -> None:
-        super().__init__(embed_dim, num_heads, hidden_dim, activation_fn, attention_dropout, hidden_dropout,
-                         skip_kind)
-        self.x_norm = nn.LayerNorm(embed_dim)
 
     def forward(self, x: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None) -> torch.Tensor:
         """Attend ``x`` ``[B, X, E]`` to itself.

@@ -85,17 +85,12 @@ class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.
     query of ``output_seq_dim`` elements (`Perceiver IO <https://arxiv.org/abs/2107.14795>`_,
     Jaegle et al. 2021): inputs of any length in, ``[B, output_seq_dim, E]`` out.
 
+    Its other arguments are :class:`PerceiverLayer`'s; they shape the read-out's
+    cross-attention too.
+
     Args:
         embed_dim: Features ``E`` of the latent array, the inputs and the output.
         output_seq_dim: Elements ``O`` of the output sequence.
-        num_heads: Attention heads in every block.
-        hidden_dim: Hidden features of every block's feedforward network.
-        num_layers: Self-attention layers of the perceiver layer.
-        activation_fn: Activation name (:func:`~rl8lite.nn.get_activation`).
-        attention_dropout: Dropout on the attention weights.
-        hidden_dropout: Dropout inside the feedforward networks.
-        skip_kind: ``"cat"``, ``"residual"`` or ``None`` (:class:`SequentialSkipConnection`).
-        share_parameters: The self-attention layers share one set of parameters.
 
     Examples:
         >>> import torch
