@@ -42,3 +42,12 @@ class DataKeys:
     INPUTS = "inputs"
     #: Which steps of a window are padding (``True``) rather than data: ``[B, size]`` bool.
     PADDING_MASK = "padding_mask"
+    #: Windows a policy built for a batch (what :meth:`rl8lite.policies.Policy.sample`
+    #: returns with ``return_views=True``, and reuses when its input holds them).
+    VIEWS = "views"
+    #: A recurrent model's states (rl8's TensorDict form: ``HIDDEN_STATES``, ``CELL_STATES``).
+    STATES = "states"
+    #: An LSTM's hidden states ``h``, under ``STATES``.
+    HIDDEN_STATES = "hidden_states"
+    #: An LSTM's cell states ``c``, under ``STATES``.
+    CELL_STATES = "cell_states"

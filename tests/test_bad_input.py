@@ -85,6 +85,18 @@ def test_model_and_model_cls_are_exclusive() -> None:
         Algorithm(DiscreteDummyEnv, model=torch.nn.Linear(1, 1), model_config={"hiddens": [4]})
 
 
+@pytest.mark.parametrize(("env_cls", "received"), [
+    ("CartPole", r"received 'CartPole' \(str\)"),
+    (dict, r"received the class builtins.dict, which is not an Env subclass"),
+    (CartPole(2), r"received an instance of CartPole: pass the class"),
+])
+def test_an_env_cls_that_is_not_an_env_class_is_named(env_cls, received: str) -> None:
+    with pytest.raises(TypeError, match=r"env_cls must be a subclass of rl8lite.Env .*; " + received):
+        Algorithm(env_cls)
+    with pytest.raises(TypeError, match="env_cls must be a subclass of rl8lite.Env"):
+        AlgorithmConfig(num_envs=2).build(env_cls)
+
+
 def test_env_limits_are_checked_at_construction() -> None:
     class Small(DiscreteDummyEnv):
         max_num_envs = 4

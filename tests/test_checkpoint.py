@@ -506,6 +506,24 @@ def test_a_folder_without_the_latest_record_resumes_from_the_most_env_steps(expe
     assert resumed.state["env/steps"] == 256
 
 
+def test_the_run_folder_and_its_latest_record_resume_like_the_run_id(experiment_name: str, tmp_path: Path) -> None:
+    run_id, folder = saves_at_steps_2_3_4(experiment_name)
+    branch = Trainer.from_checkpoint(folder / "checkpoint-000000000128.pt", progress=False, save_policy=False)
+    branch.step()
+    branch.save_checkpoint()  # now the latest: env steps 192, not the most env steps (256)
+    branch.close()
+    for given in (folder, str(folder), folder / "latest", run_id):
+        resumed = Trainer.from_checkpoint(given, progress=False, save_policy=False)
+        resumed.close()
+        assert resumed.state["env/steps"] == 192, given
+    (folder / "latest").unlink()  # a folder from before the record: the most env steps
+    resumed = Trainer.from_checkpoint(folder, progress=False, save_policy=False)
+    resumed.close()
+    assert resumed.state["env/steps"] == 256
+    with pytest.raises(CheckpointError, match="folder without a 'latest' record or checkpoint"):
+        Trainer.from_checkpoint(tmp_path, progress=False, save_policy=False)
+
+
 def test_one_in_memory_state_dict_loaded_twice_resumes_the_same_way() -> None:
     # CartPole updates its state in place: the loaded tensors must be the env's own copies,
     # or the first resumed collect would write into the state dict and the second differ.

@@ -24,7 +24,7 @@ from ..runtime.seeding import seed_everything
 from ..schedulers import EntropyScheduler, LRScheduler
 from .advantages import generalized_advantage_estimate
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
-from .checks import dry_run
+from .checks import check_env_cls, dry_run
 from .chunks import CPU_COLLECT_CHUNK, CPU_UPDATE_CHUNK, resolve_chunk_size
 from .config import (
     AlgorithmConfig,
@@ -100,6 +100,7 @@ class Algorithm:
     def __init__(
         self, env_cls: type[Env], /, config: AlgorithmConfig | None = None, **overrides: Any
     ) -> None:
+        check_env_cls(env_cls)
         config = (config or AlgorithmConfig()).replace(**overrides)
         config.validate()
         self.env_cls = env_cls

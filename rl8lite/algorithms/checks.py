@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from ..data import DataKeys
+from ..env import Env
 from ..specs import Categorical, Composite, Spec, SpecError
 from .reductions import extrema
 
@@ -23,6 +24,21 @@ class EnvOutputError(ValueError):
 
 class NonFiniteError(ValueError):
     """NaN or Inf in env outputs, the loss or the gradients; the message says where."""
+
+
+def check_env_cls(env_cls: Any) -> None:
+    """``env_cls`` must be a subclass of :class:`rl8lite.Env` (a class, not a name or an instance)."""
+    if isinstance(env_cls, type) and issubclass(env_cls, Env):
+        return
+    if isinstance(env_cls, type):
+        received = f"the class {env_cls.__module__}.{env_cls.__qualname__}, which is not an Env subclass"
+    elif isinstance(env_cls, Env):
+        received = f"an instance of {type(env_cls).__name__}: pass the class, the algorithm builds the env"
+    else:
+        received = f"{env_cls!r} ({type(env_cls).__name__})"
+    raise TypeError(
+        f"env_cls must be a subclass of rl8lite.Env (e.g. rl8lite.examples.CartPole); received {received}"
+    )
 
 
 def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:

@@ -198,6 +198,38 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
         raise files.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
 
+def latest_in_folder(folder: Path) -> Path:
+    """The checkpoint a run's checkpoint folder resumes from: the one its ``latest`` record
+    names, or (a folder written before that record existed) the one with the most env steps.
+
+    Raises:
+        CheckpointError: The folder holds neither (the message names it).
+    """
+    latest = files.latest_in(folder)
+    if latest is not None:
+        return latest
+    numbered = files.numbered_checkpoints(folder)
+    if numbered:
+        return numbered[-1][1]
+    raise files.CheckpointError(
+        f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
+        " pass a checkpoint file, the run's checkpoint folder or its run id"
+    )
+
+
+def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None, rank: int = 0) -> Path:
+    """Rank 0's checkpoint file that what a user hands :meth:`rl8lite.Trainer.from_checkpoint`
+    names: a checkpoint file, a run's checkpoint folder, the ``latest`` record in it, or a run id."""
+    path = Path(path_or_run_id)
+    if path.is_dir():
+        return latest_in_folder(path)
+    if path.name == files.LATEST and path.is_file():
+        return latest_in_folder(path.parent)
+    if path.is_file() or str(path_or_run_id).endswith(".pt"):
+        return path
+    return latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
+
+
 def resume(
     trainer_cls: type[Trainer],
     path_or_run_id: str | Path,
@@ -209,9 +241,7 @@ def resume(
 ) -> Trainer:
     """What :meth:`rl8lite.Trainer.from_checkpoint` does (see there)."""
     rank, world_size = process_rank()
-    path = Path(path_or_run_id)
-    if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
-        path = latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
+    path = checkpoint_to_resume(path_or_run_id, tracking_uri, rank)
     own = files.rank_file(path, rank)  # each rank resumes from its own file
     payload = files.read_checkpoint(own)
     saved_world_size = int(payload.get("world_size", 1))

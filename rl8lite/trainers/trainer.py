@@ -350,9 +350,12 @@ class Trainer:
         save_policy: bool = True,
         tracker: Tracker | None = None,
     ) -> Trainer:
-        """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
-        reopen its MLflow run: the step axis continues, params are not logged again.
-        Pass ``tracker`` to log elsewhere instead (needed for a checkpoint written with
+        """Rebuild a trainer from a checkpoint and reopen its MLflow run: the step axis
+        continues, params are not logged again.
+
+        ``path_or_run_id`` is a checkpoint file, a run's checkpoint folder
+        (``mlruns/checkpoints/<run id>/``: its latest checkpoint), the ``latest`` record in
+        that folder, or a run id. Pass ``tracker`` to log elsewhere instead (needed for a checkpoint written with
         a custom tracker, which has no MLflow run to reopen).
 
         A run id's latest checkpoint is the one written last (see
