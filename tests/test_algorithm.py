@@ -427,7 +427,7 @@ def test_actions_come_in_the_action_specs_dtype(base: type, make_spec) -> None: 
     assert stats["monitors/kl_div"] < 1e-2 and torch.isfinite(torch.tensor(stats["losses/total"]))
     algo.collect(deterministic=True)
     with torch.no_grad():
-        actions, logp = algo.policy.sample(algo.buffer[DataKeys.OBS][:, 0])
+        actions, logp = algo.policy.sample_actions(algo.buffer[DataKeys.OBS][:, 0])
     assert actions.dtype == dtype and logp.dtype == torch.float32
 
 
@@ -445,6 +445,6 @@ def test_the_env_steps_outside_inference_mode_after_a_collect(env_cls: type) -> 
     algo = Algorithm(env_cls, num_envs=4, horizon=4, seed=0)
     algo.collect()
     with torch.no_grad():
-        actions, _ = algo.policy.sample(algo.buffer[DataKeys.OBS][:, -1])
+        actions, _ = algo.policy.sample_actions(algo.buffer[DataKeys.OBS][:, -1])
     out = algo.env.step(actions)
     assert out[DataKeys.OBS].shape[0] == 4

@@ -55,5 +55,5 @@ def test_a_cpu_compiles_the_update_but_samples_eagerly() -> None:
     # Compiled sampling measured slower than eager on a CPU at 8-4096 envs.
     algo = Algorithm(CartPole, num_envs=4, horizon=4, compile=True, device="cpu")
     recurrence = algo.recurrence
-    assert recurrence.sample_fn == algo.policy.sample and recurrence.act_fn == algo.policy.act
+    assert recurrence.sample_fn == algo.policy.sample_actions and recurrence.act_fn == algo.policy.act
     assert algo.update.chunk_losses != algo.update.chunk_losses_eager

@@ -41,6 +41,9 @@ class ScriptedRecurrence:
     def restart(self) -> None:
         self.restarts += 1
 
+    def resume(self) -> None:
+        pass
+
     def act(self, obs: torch.Tensor, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         n = obs.shape[0]
         return torch.ones(n, 1, dtype=torch.long), torch.full((n, 1), -float(t)), torch.full((n, 1), 10.0 * t)

@@ -234,3 +234,22 @@ def test_cli_save_reports_an_untraceable_model_before_training(
     assert status == 2 and err.startswith(
         "rl8lite: error: torch.export could not export UntraceableModel at test_policy_model.py:")
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "policy").exists()
+
+
+def test_an_rl8_style_model_is_exported_through_its_adapter(tmp_path: Path) -> None:
+    from .test_rl8_models import Rl8Style
+
+    algo = Algorithm(CartPole, num_envs=4, horizon=4, seed=0, model_cls=Rl8Style)
+    model = saved(algo, tmp_path)
+    obs = RNG.normal(size=(5, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = algo.policy.act(torch.from_numpy(obs), deterministic=True)[0]
+    np.testing.assert_array_equal(model.predict(obs), expected.numpy())
+
+
+def test_a_model_that_sees_windows_is_not_exported_and_says_why(tmp_path: Path) -> None:
+    from .test_windowed import Stacked
+
+    algo = Algorithm(CartPole, num_envs=4, horizon=4, seed=0, model_cls=Stacked, model_config={"window": True})
+    with pytest.raises(ExportError, match=r"Stacked sees windows of past observations \['obs'\] .* cannot be exported yet"):
+        save_policy_model(algo.policy, algo.env.observation_spec, tmp_path / "policy")

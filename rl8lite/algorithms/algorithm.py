@@ -16,6 +16,7 @@ from .._version import __version__
 from ..data import DataKeys
 from ..env import Env
 from ..models import DefaultModel, DefaultRecurrentModel, Model
+from ..policies import Policy, build_policy
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import qualified_name
 from ..runtime.malloc import keep_freed_memory
@@ -34,8 +35,7 @@ from .config import (
     resolve_horizons_per_env_reset,
 )
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
-from .policy import Policy, build_policy
-from .recurrence import recurrence_for
+from .carry import recurrence_for
 from .rollout import Rollout
 from .statistics import CollectStatistics
 from .update import PPOUpdate
@@ -55,6 +55,8 @@ class AlgorithmState:
     reward_scale: float = 1.0
     #: Policy updates done so far.
     steps: int = 0
+    #: Sequences of ``seq_len`` steps collected so far (recurrent policies; rl8's ``seqs``).
+    seqs: int = 0
 
 
 class Algorithm:
@@ -129,7 +131,7 @@ class Algorithm:
         self.env = env_cls(hp.num_envs, hp.horizon, **env_kwargs)
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
-            self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls).to(self.device)
+            self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls, device=self.device)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         broadcast_module_(self.policy, self.ranks)
@@ -138,7 +140,7 @@ class Algorithm:
             normalize_rewards=hp.normalize_rewards,
         )
         collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, CPU_COLLECT_CHUNK)
-        self.recurrence = recurrence_for(self.policy, hp, self.device, collect_chunk)
+        self.recurrence = recurrence_for(self.policy, hp, self.device, collect_chunk, self.buffer, obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
         self.statistics = CollectStatistics(
             hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards, device=self.device,
@@ -196,6 +198,8 @@ class Algorithm:
         if self.hparams.normalize_rewards:
             self.state.reward_scale = stats["coefficients/reward_scale"]
         self.state.horizons += 1
+        if self.policy.recurrent:
+            self.state.seqs += self.hparams.horizon // self.recurrence.unit_length
         self.state.buffered = True
         copies = self.hparams.num_envs * self.ranks.world_size
         stats["env/steps"] = float(copies * self.hparams.horizon)
@@ -289,9 +293,9 @@ class Algorithm:
                 for k, v in self.env.state_dict().items()
             },
         }
-        recurrent = self.recurrence.state_dict()
-        if recurrent:
-            state["recurrent"] = recurrent
+        carried = self.recurrence.state_dict()
+        if carried:  # a recurrent state ("recurrent", as 0.1.0 named it) or windows of the past
+            state["recurrent" if self.policy.recurrent else "windows"] = carried
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -309,8 +313,9 @@ class Algorithm:
         self.rollout.episodic = carries["episodic"]
         load_buffer_state(self.buffer, state["buffer"])
         self.env.load_state_dict(state["env"])
-        if "recurrent" in state:
-            self.recurrence.load_state_dict(state["recurrent"])
+        for key in ("recurrent", "windows"):
+            if key in state:
+                self.recurrence.load_state_dict(state[key])
 
     # ------------------------------------------------------------------ introspection
     @property
@@ -372,7 +377,7 @@ class Algorithm:
         culprit. Leaves the buffer untouched, and the next collect resets the env.
         """
         self._needs_reset = True  # set first: the env is reset/stepped below even if a check fails
-        dry_run(self.env, self.policy, self.hparams.num_envs)
+        dry_run(self.env, self.policy, self.hparams.num_envs, self.recurrence.first_step_inputs)
 
 
 class RecurrentAlgorithm(Algorithm):

@@ -161,19 +161,22 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
         )
 
 
-def dry_run(env: Any, policy: Any, num_envs: int) -> None:
+def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
     """Reset ``env``, act once with ``policy`` and step once, checking every output's keys,
-    shapes, dtypes, bounds and finiteness; raise an error naming the culprit."""
+    shapes, dtypes, bounds and finiteness; raise an error naming the culprit.
+
+    ``inputs`` maps the reset's observations to the model's input (e.g. windows of past
+    observations, all padding but the current one); default: the observations."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()
         check_batch(obs, env.observation_spec, num_envs, f"{name}.reset output")
         env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
+        model_input = obs if inputs is None else inputs(obs)
         if policy.recurrent:
-            states = policy.model.init_states(num_envs, env.device)
-            actions, logp, values, _ = policy.act_recurrent(obs, states)
+            actions, logp, values, _ = policy.act_recurrent(model_input, policy.init_states(num_envs))
         else:
-            actions, logp, values = policy.act(obs)
+            actions, logp, values = policy.act(model_input)
         check_actions(actions, env.action_spec, num_envs)
         for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
             if tuple(value.shape) != (num_envs, 1):

@@ -1,7 +1,9 @@
 """What a policy carries from one time step to the next, in the rollout and in the update.
 
-:class:`Feedforward` carries nothing: the rollout samples each step on its own, and
-the update evaluates single time steps. :class:`Recurrent` carries an LSTM-style
+:class:`Feedforward` carries nothing: the rollout samples each step on its own, and the
+update evaluates single time steps (its variant
+:class:`~rl8lite.algorithms.windowed.Windowed` carries windows of past observations;
+:func:`~rl8lite.algorithms.carry.recurrence_for` picks one). :class:`Recurrent` carries an LSTM-style
 state: the rollout threads it through the steps (zeroed where an episode ends),
 stores it at each sequence start, and the update unrolls ``seq_len``-step sequences
 from there (truncated backpropagation through time). The rollout and the update
@@ -18,7 +20,6 @@ from tensordict import TensorDict
 from ..data import DataKeys
 from ..runtime.memory import tensor_bytes
 from .chunks import in_chunks
-from .config import ConfigError, RecurrentAlgorithmConfig
 from .policy import Policy
 from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
@@ -36,9 +37,11 @@ class Recurrence(Protocol):
 
     def restart(self) -> None: ...
 
+    def resume(self) -> None: ...
+
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]: ...
 
-    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None: ...
 
@@ -51,6 +54,8 @@ class Recurrence(Protocol):
     def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch: ...
 
     def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+    def first_step_inputs(self, obs: Observation) -> Observation: ...
 
     def state_bytes(self) -> int: ...
 
@@ -76,7 +81,7 @@ class Feedforward:
         self.horizon = horizon
         self.chunk_rows = chunk_rows
         self.act_fn = torch.compile(policy.act) if compile_sampling else policy.act
-        self.sample_fn = torch.compile(policy.sample) if compile_sampling else policy.sample
+        self.sample_fn = torch.compile(policy.sample_actions) if compile_sampling else policy.sample_actions
 
     @property
     def values_after_rollout(self) -> bool:
@@ -86,12 +91,15 @@ class Feedforward:
     def restart(self) -> None:
         pass
 
+    def resume(self) -> None:
+        pass
+
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` of step ``t``."""
         return in_chunks(lambda o: self.act_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
 
-    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(actions, logp)`` from the actor alone (:attr:`values_after_rollout`)."""
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actions, logp)`` of step ``t`` from the actor alone (:attr:`values_after_rollout`)."""
         return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
@@ -105,7 +113,12 @@ class Feedforward:
         """Write the values of every observation in the buffer into ``values_buf``, in
         chunks of ``chunk_rows`` rows (without chunking: ``num_envs`` rows, as many as a
         rollout step's forward), so no temporary outgrows a step's."""
-        obs_rows, value_rows = flat_rows(obs_buf), flat_rows(values_buf)
+        self.fill_values_of_rows(flat_rows(obs_buf), values_buf)
+
+    def fill_values_of_rows(self, obs_rows: Any, values_buf: torch.Tensor) -> None:
+        """:meth:`fill_values` from the model's inputs at every buffer row (``[N * (T + 1)]``,
+        anything sliceable into them)."""
+        value_rows = flat_rows(values_buf)
         size = self.chunk_rows or values_buf.shape[0]
         for start in range(0, value_rows.shape[0], size):
             value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
@@ -132,6 +145,10 @@ class Feedforward:
     def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk under the current policy."""
         return self.policy.evaluate(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS])
+
+    def first_step_inputs(self, obs: Observation) -> Observation:
+        """What the model sees for observations with no past (``obs`` itself)."""
+        return obs
 
     def state_bytes(self) -> int:
         return 0
@@ -175,10 +192,11 @@ class Recurrent:
         self.seqs_per_state_reset = seqs_per_state_reset
         self.chunk_rows = chunk_rows
         self.device = device
-        model = policy.model
-        self.states = model.init_states(num_envs, device)
-        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, model.state_size, device=device)
+        self.states = policy.init_states(num_envs)
+        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, policy.network.state_size, device=device)
         self.seqs = 0
+        #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
+        self.restarting = False
         #: On the CPU, the values of truncated copies' ``final_obs`` ``[N, T, 1]``, computed in
         #: the rollout; elsewhere each step's state ``[N, T, state_size]``, valued after it.
         self.value_final_obs_in_rollout = device.type == "cpu"
@@ -186,14 +204,18 @@ class Recurrent:
         self.final_states: torch.Tensor | None = None
 
     def restart(self) -> None:
-        self.states = torch.zeros_like(self.states)
+        self.restarting = True
         self.seqs = 0
+
+    def resume(self) -> None:
+        pass
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         if t % self.seq_len == 0:
             period = self.seqs_per_state_reset
-            if period > 0 and self.seqs % period == 0:
-                self.states = torch.zeros_like(self.states)
+            if self.restarting or (period > 0 and self.seqs % period == 0):
+                self.states = self.policy.init_states(self.num_envs)
+                self.restarting = False
             self.sequence_states[:, t // self.seq_len] = self.states
             self.seqs += 1
         actions, logp, values, self.states = in_chunks(
@@ -202,7 +224,7 @@ class Recurrent:
         )
         return actions, logp, values
 
-    def sample(self, obs: Observation, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         raise TypeError("a recurrent policy samples with its state: use act()")
 
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
@@ -247,7 +269,7 @@ class Recurrent:
 
     def _values_from(self, obs: Observation, states: torch.Tensor) -> torch.Tensor:
         """Values of ``obs`` continuing from recurrent ``states``, in rollout chunks."""
-        return in_chunks(lambda o, s: self.policy.model(o, s)[1], obs, states, size=self.chunk_rows)
+        return in_chunks(lambda o, s: self.policy.network(o, s)[1], obs, states, size=self.chunk_rows)
 
     def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
         horizon = self.horizon
@@ -280,6 +302,9 @@ class Recurrent:
             chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS], chunk["states"], chunk["resets"]
         )
 
+    def first_step_inputs(self, obs: Observation) -> Observation:
+        return obs
+
     def state_bytes(self) -> int:
         kept = (self.states, self.sequence_states, self.final_obs_values_kept, self.final_states)
         return tensor_bytes(t for t in kept if t is not None)
@@ -296,20 +321,3 @@ class Recurrent:
         self.sequence_states = state["sequence_states"].to(self.device)
         self.seqs = int(state["seqs"])
 
-
-def recurrence_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None) -> Recurrence:
-    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else :class:`Feedforward`."""
-    if not policy.recurrent:
-        # On a CPU the compiled sampling step measured slower than eager at every size
-        # (13% at 8 envs, 1% at 4096; one thread, 2x256 MLPs): only the update is compiled.
-        compile_sampling = config.compile and device.type != "cpu"
-        return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
-    if not isinstance(config, RecurrentAlgorithmConfig):
-        raise ConfigError(
-            f"{type(policy.model).__name__} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
-            " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset"
-        )
-    return Recurrent(
-        policy, num_envs=config.num_envs, horizon=config.horizon, seq_len=config.seq_len,
-        seqs_per_state_reset=config.seqs_per_state_reset, chunk_rows=chunk_rows, device=device,
-    )

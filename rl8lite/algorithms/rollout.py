@@ -51,6 +51,7 @@ class Rollout:
             obs_buf[:, 0] = obs
             self.recurrence.restart()
             return obs
+        self.recurrence.resume()
         obs_buf[:, 0] = obs_buf[:, self.horizon]
         return obs_buf[:, 0].clone()
 
@@ -69,7 +70,7 @@ class Rollout:
         try:
             for t in range(horizon):
                 if values_after:
-                    actions, logp = recurrence.sample(obs, deterministic)
+                    actions, logp = recurrence.sample(obs, t, deterministic)
                 else:
                     actions, logp, values = recurrence.act(obs, t, deterministic)
                 if not self._checked_actions:

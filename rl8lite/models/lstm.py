@@ -8,7 +8,8 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from ..specs import Spec
+from ..data import DataKeys
+from ..specs import Composite, Spec, Unbounded
 from ._base import Model
 from .mlp import flat_obs_size, flatten_obs, mlp
 
@@ -65,6 +66,11 @@ class DefaultRecurrentModel(RecurrentModel):
         width = hiddens[-1]
         self.hidden_size = width
         self.state_size = 2 * width
+        #: The parts of the flat state ``h ‖ c`` (rl8's names and shapes, one LSTM layer).
+        self.state_spec = Composite({
+            DataKeys.HIDDEN_STATES: Unbounded([1, width], device=action_spec.device),
+            DataKeys.CELL_STATES: Unbounded([1, width], device=action_spec.device),
+        })
         self.encoder = mlp(flat_obs_size(observation_spec), hiddens[:-1], width, activation, out_gain=1.0)
         self.lstm = nn.LSTMCell(width, width)
         actor_outputs = num_features // 2 if gaussian else num_features

@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from ..algorithms.policy import Policy, as_spec_dtype
+from ..algorithms.windowed import plan_windows
 from ..specs import Composite, Spec
 
 #: Name of the recurrent state among the served model's inputs and outputs.
@@ -95,9 +97,9 @@ class PolicyProgram(nn.Module):
         *tensors, deterministic = inputs
         obs = self._observation(tensors[: len(self.keys)])
         if self.policy.recurrent:
-            features, _, next_states = self.policy.model(obs, tensors[-1])
+            features, _, next_states = self.policy.network(obs, tensors[-1])
         else:
-            features, _ = self.policy.model(obs)
+            features, _ = self.policy.network(obs)
         dist = self.policy.distribution(features, obs)
         # Both actions are computed so that one program serves either choice.
         actions = torch.where(deterministic, dist.deterministic_sample(), dist.sample_with_logp()[0])
@@ -118,7 +120,7 @@ def _dtype_name(dtype: torch.dtype, what: str = "") -> str:
 def _example_inputs(program: PolicyProgram, observation_spec: Spec, batch_size: int) -> list[torch.Tensor]:
     leaves = [leaf.to("cpu").zero([batch_size]) for _, leaf in observation_leaves(observation_spec)]
     if program.policy.recurrent:
-        leaves.append(program.policy.model.init_states(batch_size, torch.device("cpu")))
+        leaves.append(program.policy.init_states(batch_size))
     return leaves
 
 
@@ -148,8 +150,17 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
     """Export ``policy`` with ``torch.export`` into ``folder``; return the I/O description.
 
     Raises:
-        ExportError: ``torch.export`` could not trace the model (its message is kept).
+        ExportError: ``torch.export`` could not trace the model (its message is kept), or
+            the model sees windows of past observations (view requirements).
     """
+    windowed = plan_windows(policy.model, observation_spec)
+    if windowed:
+        keys = sorted(".".join(("obs", *entry.path)) for entry in windowed)
+        raise ExportError(
+            f"{type(policy.model).__name__} sees windows of past observations {keys} (view requirements),"
+            " and the exported program takes one observation per row: it cannot be exported yet"
+            " (checkpoints keep the policy)"
+        )
     program = PolicyProgram(policy, observation_spec)
     names = [name or OBS_KEY for name, _ in observation_leaves(observation_spec)]
     if program.policy.recurrent:
@@ -161,7 +172,10 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
     # forward(*inputs) has one (variadic) argument: its shapes are one tuple.
     dynamic_shapes = [{0: batch} for _ in example] + [None]
     try:
-        with torch.no_grad(), _quiet_torch() as chatter:
+        with torch.no_grad(), _quiet_torch() as chatter, warnings.catch_warnings():
+            # rl8-style models cache their values in an attribute for value_function(); the
+            # adapter reads it in the same call, so the traced program does not depend on it.
+            warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned during export")
             exported = torch.export.export(
                 program, (*example, torch.tensor(True)), dynamic_shapes=(tuple(dynamic_shapes),)
             )

@@ -1,0 +1,313 @@
+"""A feedforward policy that sees windows of past observations (its model's view requirements).
+
+What it carries from one step to the next is the past itself: each windowed observation
+entry lives in a store ``[N, (size - 1) + T + 1, ...]`` whose last ``T + 1`` columns *are*
+the buffer's entry (the buffer holds a strided view of the store), and whose first
+``size - 1`` columns hold the observations before the collect's first. So:
+
+- **collect**: the window ending at step ``t`` is ``store[:, t : t + size]``, a view; the
+  model sees it with its padding zeroed (one ``[N, size, ...]`` copy per step);
+- **update**: a chunk's windows are gathered from ``store.unfold(...)`` (a strided view of
+  every window) by the chunk's rows: no per-step stacks, no whole-buffer copy;
+- **episodes**: ``start`` (per copy, the time index where its episode began) gives each
+  step's index in its episode; window steps before the episode's first are padding
+  (``True`` in ``DataKeys.PADDING_MASK``, zeros in ``DataKeys.INPUTS``), never the previous
+  episode. In the update, :func:`~rl8lite.windows.episode_steps` recomputes the same index
+  from the buffer's episode ends and the collect's ``initial`` index;
+- **across collects**: when the env is not reset (``horizons_per_env_reset``), the last
+  ``size`` columns move to the front of the store and the episode indices carry over, so
+  windows continue; a reset restarts every copy's episode;
+- **checkpoints**: the store's history columns and the episode indices (the buffer's own
+  columns travel with the buffer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from ..data import DataKeys
+from ..specs import Composite, Spec
+from ..views import PaddedRollingWindow
+from ..windows import episode_steps, window_at_last_step
+from .chunks import in_chunks
+from .config import ConfigError
+from .policy import Policy
+from .recurrence import Feedforward
+from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
+
+Observation = torch.Tensor | TensorDict
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WindowedEntry:
+    """An observation entry the model sees as a window: its path under the observation
+    (``()`` for a tensor observation) and the window's size (``shift + 1``)."""
+
+    path: Path
+    size: int
+
+
+def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
+    """Every leaf of an observation spec, as a path of keys (``[()]`` for a tensor spec)."""
+    if not isinstance(spec, Composite):
+        return [prefix]
+    return [leaf for key in spec for leaf in observation_paths(spec[key], (*prefix, key))]
+
+
+def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
+    """The observation entries ``model``'s view requirements window (``shift > 0``).
+
+    Requirements apply in order, a later one overriding an earlier one for the entries
+    it names (rl8's: ``{"obs": shift 0, ("obs", "price"): shift 4}`` windows ``price``).
+
+    Raises:
+        ConfigError: A key outside the observation, a key the observation spec lacks, or
+            ``method="rolling_window"`` with ``shift > 0`` (it drops the first ``shift``
+            steps, and a collect acts at every step).
+    """
+    requirements = getattr(model, "view_requirements", None) or {}
+    leaves = observation_paths(observation_spec)
+    sizes: dict[Path, int] = {}
+    for key, requirement in requirements.items():
+        parts = (key,) if isinstance(key, str) else tuple(key)
+        if parts[0] != DataKeys.OBS:
+            raise ConfigError(
+                f"{type(model).__name__}.view_requirements key {key!r}: the algorithm windows observations"
+                f" only ('obs' or ('obs', key, ...))"
+            )
+        path = parts[1:]
+        covered = [leaf for leaf in leaves if leaf[: len(path)] == path]
+        if not covered:
+            known = sorted(".".join(("obs", *leaf)) for leaf in leaves)
+            raise ConfigError(
+                f"{type(model).__name__}.view_requirements key {key!r} is not in the observation"
+                f" spec, whose entries are {known}"
+            )
+        if requirement.shift and requirement.method is not PaddedRollingWindow:
+            raise ConfigError(
+                f"{type(model).__name__}.view_requirements[{key!r}] uses {requirement.method.__name__},"
+                " which drops the first `shift` steps of every sequence; a collect acts at every step:"
+                " use method='padded_rolling_window'"
+            )
+        for leaf in covered:
+            sizes[leaf] = requirement.shift + 1
+    return [WindowedEntry(path, size) for path, size in sizes.items() if size > 1]
+
+
+def _entry(obs: Observation, path: Path) -> torch.Tensor:
+    return obs if not path else obs.get(path)
+
+
+def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False) -> TensorDict:
+    """``{INPUTS: window with zeros at padding, PADDING_MASK: padding}``, batch ``[B, size]``;
+    ``inplace`` zeroes ``window`` itself (a gathered copy), else a new tensor."""
+    mask = padding.reshape(*padding.shape, *[1] * (window.dim() - 2))
+    inputs = window.masked_fill_(mask, 0) if inplace else window.masked_fill(mask, 0)
+    return TensorDict._new_unsafe({DataKeys.INPUTS: inputs, DataKeys.PADDING_MASK: padding}, batch_size=padding.shape)
+
+
+class Windowed(Feedforward):
+    """A feedforward policy whose model sees windows of past observations (module docstring).
+
+    Args:
+        policy: The policy.
+        buffer: The shared ``[N, T + 1]`` buffer; each windowed entry of its observations
+            becomes a view of a store that keeps ``size - 1`` earlier steps in front.
+        entries: The windowed observation entries (:func:`plan_windows`).
+        chunk_rows: Copies per policy forward in the rollout (``None``: all at once).
+        compile_sampling: ``torch.compile`` the sampling step.
+    """
+
+    def __init__(
+        self, policy: Policy, buffer: TensorDict, entries: list[WindowedEntry], chunk_rows: int | None, *,
+        compile_sampling: bool = False,
+    ) -> None:
+        num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
+        super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
+        self.buffer, self.num_envs, self.entries = buffer, num_envs, entries
+        device = buffer.device
+        self.stores: dict[Path, torch.Tensor] = {}
+        self.offsets: dict[Path, torch.Tensor] = {}
+        for entry in entries:
+            history = entry.size - 1
+            current = _entry(buffer[DataKeys.OBS], entry.path)
+            store = current.new_zeros(num_envs, history + horizon + 1, *current.shape[2:])
+            store[:, history:] = current
+            if entry.path:
+                buffer[DataKeys.OBS].set(entry.path, store[:, history:], inplace=False)
+            else:
+                buffer.set(DataKeys.OBS, store[:, history:], inplace=False)
+            self.stores[entry.path] = store
+            self.offsets[entry.path] = torch.arange(history, -1, -1, device=device)
+        #: Largest episode index that matters: a window of ``size`` needs ``size - 1`` steps.
+        self.cap = max(entry.size for entry in entries) - 1
+        #: Per copy, the time index of its episode's first step in this collect (<= 0 when
+        #: the episode began before it): step ``t`` is its episode's step ``t - start``.
+        self.start = torch.zeros(num_envs, dtype=torch.long, device=device)
+        #: Per copy, the episode index of the collect's first observation (capped).
+        self.initial = torch.zeros(num_envs, dtype=torch.long, device=device)
+
+    # ------------------------------------------------------------------ collect
+    def restart(self) -> None:
+        """An env reset: every copy's episode starts at the collect's first step."""
+        self.start.zero_()
+        self.initial.zero_()
+
+    def resume(self) -> None:
+        """The env goes on: the last ``size`` columns of each store move to the front, and
+        the episode indices carry over."""
+        horizon = self.horizon
+        for store in self.stores.values():
+            history = store.shape[1] - horizon - 1
+            tail = store[:, horizon:]
+            store[:, : history + 1] = tail.clone() if horizon <= history else tail
+        self.initial = (horizon - self.start).clamp_(max=self.cap)
+        self.start = -self.initial
+
+    def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
+        return super().act(self._inputs_at(obs, t), t, deterministic)
+
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        return super().sample(self._inputs_at(obs, t), t, deterministic)
+
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+        self.start.masked_fill_((terminated | truncated).reshape(-1), t + 1)
+
+    def values(self, obs: Observation) -> torch.Tensor:
+        """Values of the observations after the last step (their windows end at ``T``)."""
+        return super().values(self._inputs_at(obs, self.horizon))
+
+    def _inputs_at(self, obs: Observation, t: int) -> Observation:
+        """What the model sees at step ``t``: ``obs`` with each windowed entry replaced by the
+        window ending at ``t`` (its padding zeroed)."""
+        steps = (t - self.start).unsqueeze(-1)
+        windows = {}
+        for entry in self.entries:
+            padding = self.offsets[entry.path] > steps
+            windows[entry.path] = _padded(self.stores[entry.path][:, t : t + entry.size], padding)
+        return _with_windows(obs, windows)
+
+    # ------------------------------------------------------------------ after the collect
+    def episode_steps(self) -> torch.Tensor:
+        """``[N, T + 1]`` index of each buffered observation in its episode."""
+        horizon = self.horizon
+        ends = self.buffer[DataKeys.TERMINATED][:, :horizon, 0] | self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        return episode_steps(ends, initial=self.initial)
+
+    def rows(self) -> WindowRows:
+        """The model's input at every buffer row (``[N * (T + 1)]``), gathered by index."""
+        return WindowRows(self, self.episode_steps().reshape(-1))
+
+    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
+        self.fill_values_of_rows(self.rows(), values_buf)
+
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """V(final_obs) of truncated copies: each window is the one ending at the step before
+        the episode's end, shifted by one, with the final observation last."""
+        before = self.episode_steps()[copies, steps].unsqueeze(-1)
+        windows = {}
+        for entry in self.entries:
+            earlier = _all_windows(self.stores[entry.path], entry.size)[copies, steps, 1:]
+            window = torch.cat([earlier, _entry(final_obs, entry.path).unsqueeze(1)], dim=1)
+            windows[entry.path] = _padded(window, self.offsets[entry.path] > before + 1, inplace=True)
+        return Feedforward.values(self, _with_windows(final_obs, windows))
+
+    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
+        rows: dict[str, Any] = {key: flat_rows(buffer[key]) for key in UPDATE_KEYS if key != DataKeys.OBS}
+        rows[DataKeys.OBS] = self.rows()
+        return UpdateBatch(rows=rows, units={}, unit_rows=self.unit_rows, advantage_normalization=normalization)
+
+    def first_step_inputs(self, obs: Observation) -> Observation:
+        """What the model sees at an episode's first step: windows of padding and ``obs``."""
+        windows = {}
+        for entry in self.entries:
+            windows[entry.path] = window_at_last_step(_entry(obs, entry.path).unsqueeze(1), entry.size)
+        return _with_windows(obs, windows)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_bytes(self) -> int:
+        history = sum(s[:, : s.shape[1] - self.horizon - 1].nbytes for s in self.stores.values())
+        return history + self.start.nbytes + self.initial.nbytes
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "history": {
+                ".".join((DataKeys.OBS, *path)): store[:, : store.shape[1] - self.horizon - 1].cpu().clone()
+                for path, store in self.stores.items()
+            },
+            "start": self.start.cpu().clone(),
+            "initial": self.initial.cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for path, store in self.stores.items():
+            store[:, : store.shape[1] - self.horizon - 1].copy_(state["history"][".".join((DataKeys.OBS, *path))])
+        self.start.copy_(state["start"])
+        self.initial.copy_(state["initial"])
+
+
+def _all_windows(store: torch.Tensor, size: int) -> torch.Tensor:
+    """``[N, T + 1, size, ...]``: the window ending at every buffer column (a strided view)."""
+    return store.unfold(1, size, 1).movedim(-1, 2)
+
+
+def _with_windows(obs: Observation, windows: dict[Path, TensorDict]) -> Observation:
+    """``obs`` with the entries ``windows`` names replaced by their windows (``obs`` untouched)."""
+    if () in windows:
+        return windows[()]
+    out = obs.copy()
+    for path, window in windows.items():
+        out.set(path, window)
+    return out
+
+
+class WindowRows:
+    """The model's input at buffer rows (indices into ``[N * (T + 1)]``), built on indexing:
+    windowed entries gathered from their stores' strided views of every window and zeroed
+    at padding, other entries from the buffer's flat rows.
+
+    Args:
+        windowed: The :class:`Windowed` whose stores and buffer are read.
+        steps: ``[N * (T + 1)]`` index of each row's observation in its episode.
+    """
+
+    def __init__(self, windowed: Windowed, steps: torch.Tensor) -> None:
+        self.windowed = windowed
+        self.steps = steps
+        self.columns = windowed.horizon + 1
+        self.windows = {e.path: _all_windows(windowed.stores[e.path], e.size) for e in windowed.entries}
+        obs = windowed.buffer[DataKeys.OBS]
+        self.plain: dict[Path, torch.Tensor] = {}
+        if isinstance(obs, TensorDict):
+            for key, value in obs.items(include_nested=True, leaves_only=True):
+                path = (key,) if isinstance(key, str) else tuple(key)
+                if path not in self.windows:
+                    self.plain[path] = flat_rows(value)
+        self.total = steps.shape[0]
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size([self.total])
+
+    def __getitem__(self, rows: torch.Tensor | slice) -> Observation:
+        if isinstance(rows, slice):
+            rows = torch.arange(*rows.indices(self.total), device=self.steps.device)
+        steps = self.steps[rows].unsqueeze(-1)
+        copies, columns = rows // self.columns, rows % self.columns
+        windows = {}
+        for entry in self.windowed.entries:
+            padding = self.windowed.offsets[entry.path] > steps
+            windows[entry.path] = _padded(self.windows[entry.path][copies, columns], padding, inplace=True)
+        if () in windows:
+            return windows[()]
+        out = TensorDict({}, batch_size=[rows.shape[0]], device=self.steps.device)
+        for path, value in self.plain.items():
+            out.set(path, value[rows])
+        for path, window in windows.items():
+            out.set(path, window)
+        return out

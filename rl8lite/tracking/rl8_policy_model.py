@@ -1,0 +1,128 @@
+"""rl8's MLflow models of a pickled policy (what :meth:`rl8lite.policies.Policy.save` returns).
+
+rl8 saved a policy by cloud-pickling it and served it with a small ``PythonModel``
+that samples it deterministically and answers with a pandas DataFrame (one row per
+``B * T`` input step: actions, log-probabilities, values). These are kept for rl8
+code that uses them; the recommended saved policy is the ``torch.export`` program
+(:mod:`rl8lite.tracking.export`), which needs neither rl8lite nor pickles to load.
+
+Examples:
+    >>> import tempfile
+    >>> import mlflow
+    >>> from rl8lite.env import DiscreteDummyEnv
+    >>> from rl8lite.policies import Policy
+    >>> env = DiscreteDummyEnv(1)
+    >>> policy = Policy(env.observation_spec, env.action_spec)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     mlflow.pyfunc.save_model(f"{tmp}/model", python_model=policy.save(f"{tmp}/policy.pkl"),
+    ...                              artifacts={"policy": f"{tmp}/policy.pkl"})
+    ...     served = mlflow.pyfunc.load_model(f"{tmp}/model")
+    ...     frame = served.predict({"obs": env.observation_spec.rand([2, 3]).numpy()})
+    >>> len(frame), sorted(frame.columns)
+    (6, ['actions', 'logp', 'values'])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import pandas as pd
+import torch
+from mlflow.pyfunc import PythonModel, PythonModelContext
+from tensordict import TensorDict
+
+from ..data import DataKeys
+from ..specs import Composite, Spec
+
+__all__ = ["MLflowPolicyModel", "MLflowRecurrentPolicyModel", "pickle_policy", "td2df"]
+
+
+def pickle_policy(policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False) -> PythonModel:
+    """Cloud-pickle ``policy`` to ``path``; the MLflow model that serves it."""
+    with open(path, "wb") as f:
+        cloudpickle.dump(policy, f)
+    return MLflowRecurrentPolicyModel() if recurrent else MLflowPolicyModel()
+
+
+def td2df(td: TensorDict) -> pd.DataFrame:
+    """A one-dimensional TensorDict as a DataFrame: a column per key, an array per row."""
+    return pd.DataFrame({key: list(value.detach().cpu().numpy()) for key, value in td.items()})
+
+
+def _batch(model_input: Any, spec: Spec, device: Any) -> TensorDict:
+    """rl8's model input ``{"obs": [B, T, ...] arrays}`` as a TensorDict ``[B, T]``."""
+    obs = model_input[DataKeys.OBS] if isinstance(model_input, dict) and DataKeys.OBS in model_input else model_input
+    value = _tensors(obs, spec, device)
+    leaf = value if isinstance(value, torch.Tensor) else next(iter(value.values(include_nested=True, leaves_only=True)))
+    if leaf.dim() < 3:
+        raise ValueError(f"the policy's input arrays must be [B, T, ...] (at least 3-D), received {list(leaf.shape)}")
+    return TensorDict({DataKeys.OBS: value}, batch_size=leaf.shape[:2], device=device)
+
+
+def _tensors(value: Any, spec: Spec, device: Any) -> torch.Tensor | TensorDict:
+    if isinstance(spec, Composite):
+        leaves = {key: _tensors(value[key], spec[key], device) for key in spec}
+        first = next(iter(leaves.values()))
+        return TensorDict(leaves, batch_size=first.shape[:2], device=device)
+    return torch.as_tensor(np.asarray(value), dtype=spec.dtype, device=device)
+
+
+class MLflowPolicyModel(PythonModel):
+    """rl8's MLflow model of a feedforward policy pickled by :meth:`~rl8lite.policies.Policy.save`."""
+
+    def load_context(self, context: PythonModelContext) -> None:
+        with open(context.artifacts["policy"], "rb") as f:
+            self.policy = cloudpickle.load(f)
+
+    def predict(self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None) -> pd.DataFrame:  # noqa: ANN001 - MLflow reads a type hint as a signature
+        """Deterministic actions, their log-probabilities and the values at every step of
+        ``model_input["obs"]`` (``[B, T, ...]``): ``B * T`` rows."""
+        batch = _batch(model_input, self.policy.observation_spec, self.policy.device)
+        out = self.policy.sample(batch, kind="all", deterministic=True, return_logp=True, return_values=True)
+        return td2df(out.select(DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES))
+
+
+class MLflowRecurrentPolicyModel(PythonModel):
+    """rl8's MLflow model of a recurrent policy pickled by
+    :meth:`~rl8lite.policies.RecurrentPolicy.save`: it answers with the outputs at every
+    step and the states after the last, one column per part of the model's ``state_spec``
+    (``hidden_states`` and ``cell_states`` for the default LSTM)."""
+
+    def load_context(self, context: PythonModelContext) -> None:
+        with open(context.artifacts["policy"], "rb") as f:
+            self.policy = cloudpickle.load(f)
+
+    def predict(  # MLflow reads a hint on model_input as a signature: none
+        self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None  # noqa: ANN001
+    ) -> list[pd.DataFrame]:
+        policy = self.policy
+        batch = _batch(model_input, policy.observation_spec, policy.device)
+        states = None
+        if isinstance(model_input, dict) and DataKeys.STATES in model_input:
+            raw = model_input[DataKeys.STATES]
+            if isinstance(raw, dict):
+                states = TensorDict({k: torch.as_tensor(np.asarray(v)) for k, v in raw.items()},
+                                    batch_size=[batch.batch_size[0]]).to(policy.device)
+            else:
+                states = torch.as_tensor(np.asarray(raw), dtype=torch.float32, device=policy.device)
+                states = states.reshape(batch.batch_size[0], -1)
+        out, next_states = policy.sample(batch, states, deterministic=True, return_logp=True, return_values=True)
+        return [td2df(out.select(DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES)), td2df(_named_states(policy, next_states))]
+
+
+def _named_states(policy: Any, states: torch.Tensor) -> TensorDict:
+    """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one ``"states"`` column)."""
+    spec = policy.state_spec
+    rows = states.shape[0]
+    if not isinstance(spec, Composite):
+        return TensorDict({DataKeys.STATES: states}, batch_size=[rows])
+    out, start = TensorDict({}, batch_size=[rows]), 0
+    for key in spec:
+        shape = tuple(spec[key].shape)
+        size = int(np.prod(shape))
+        out.set(key, states[:, start : start + size].reshape(rows, *shape))
+        start += size
+    return out
