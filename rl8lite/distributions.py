@@ -62,6 +62,18 @@ class Distribution(ABC):
     def num_inputs(action_spec: Spec) -> int:
         """How many features a model must produce for this distribution."""
 
+    @staticmethod
+    def default_dist_cls(action_spec: Spec, /) -> type[Distribution]:
+        """The distribution an action spec gets by default (rl8's name for
+        :func:`default_distribution_cls`).
+
+        Examples:
+            >>> from rl8lite.specs import Categorical as CategoricalSpec
+            >>> Distribution.default_dist_cls(CategoricalSpec(3, shape=[1])).__name__
+            'Categorical'
+        """
+        return default_distribution_cls(action_spec)
+
     @abstractmethod
     def sample(self) -> torch.Tensor:
         """A random action for every batch row."""
