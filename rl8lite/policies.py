@@ -140,20 +140,26 @@ class Policy(_Policy):
         obs = views[DataKeys.OBS]
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             features_td, features, values = self._features(obs)
-            rows = features.shape[0]
-            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows], device=batch.device)
+            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[features.shape[0]], device=batch.device)
             out[DataKeys.FEATURES] = features_td
-            if return_actions:
-                dist = self.distribution(features, obs)
-                actions = dist.deterministic_sample() if deterministic else dist.sample()
-                out[DataKeys.ACTIONS] = actions
-                if return_logp:
-                    out[DataKeys.LOGP] = dist.logp(actions)
-            if return_values:
-                out[DataKeys.VALUES] = values
+            self._outputs(out, features, obs, values, deterministic, return_actions, return_logp, return_values)
             if return_views:
                 out[DataKeys.VIEWS] = views
         return out
+
+    def _outputs(
+        self, out: TensorDict, features: torch.Tensor, obs: Any, values: torch.Tensor, deterministic: bool,
+        return_actions: bool, return_logp: bool, return_values: bool,
+    ) -> None:
+        """Write the actions (and their log-probabilities) and the values asked for into ``out``."""
+        if return_actions:
+            dist = self.distribution(features, obs)
+            actions = dist.deterministic_sample() if deterministic else dist.sample()
+            out[DataKeys.ACTIONS] = actions
+            if return_logp:
+                out[DataKeys.LOGP] = dist.logp(actions)
+        if return_values:
+            out[DataKeys.VALUES] = values
 
     def model_inputs(self, batch: TensorDict, kind: ViewKind) -> TensorDict:
         """The model's view requirements applied to ``batch`` (``[B]`` or ``[B * T]`` rows)."""
@@ -221,26 +227,17 @@ class RecurrentPolicy(Policy):
         rows, steps = batch.batch_size[:2]
         states = self.init_states(rows) if states is None else self.flat_states(states)
         obs = batch[DataKeys.OBS]
-        features, logps, actions, values = [], [], [], []
+        features, values = [], []
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             for t in range(steps):
                 step_features, step_values, states = self.network(obs[:, t], states)
                 features.append(step_features)
                 values.append(step_values)
-                if return_actions:
-                    dist = self.distribution(step_features, obs[:, t])
-                    step_actions = dist.deterministic_sample() if deterministic else dist.sample()
-                    actions.append(step_actions)
-                    logps.append(dist.logp(step_actions))
-            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows * steps], device=batch.device)
             flat = _steps_as_rows(features)
+            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows * steps], device=batch.device)
             out[DataKeys.FEATURES] = TensorDict({DataKeys.FEATURES: flat}, batch_size=[rows * steps])
-            if return_actions:
-                out[DataKeys.ACTIONS] = _steps_as_rows(actions)
-                if return_logp:
-                    out[DataKeys.LOGP] = _steps_as_rows(logps)
-            if return_values:
-                out[DataKeys.VALUES] = _steps_as_rows(values)
+            self._outputs(out, flat, obs.flatten(0, 1), _steps_as_rows(values), deterministic, return_actions,
+                          return_logp, return_values)
         return out, states
 
     def flat_states(self, states: torch.Tensor | TensorDict) -> torch.Tensor:
