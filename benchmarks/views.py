@@ -62,16 +62,19 @@ def build(window: bool, num_envs: int) -> Algorithm:
                      model_config={"window": window}, horizons_per_env_reset=-1)
 
 
-def iteration_ms(algo: Algorithm, iterations: int) -> tuple[float, float]:
-    """Mean ``(collect, update)`` milliseconds over ``iterations`` collect + step iterations."""
+def iteration_ms(algo: Algorithm, iterations: int, clock: Any = time.process_time) -> tuple[float, float]:
+    """Mean ``(collect, update)`` milliseconds of ``clock`` over ``iterations`` collect + step
+    iterations. The default clock is this process's CPU time: on a shared machine, time other
+    processes take from the core does not count (with one torch thread it is the wall time
+    of an idle machine); ``--clock wall`` measures wall time instead."""
     collect = update = 0.0
     for _ in range(iterations):
-        start = time.perf_counter()
+        start = clock()
         algo.collect()
-        middle = time.perf_counter()
+        middle = clock()
         algo.step()
         collect += middle - start
-        update += time.perf_counter() - middle
+        update += clock() - middle
     return 1000 * collect / iterations, 1000 * update / iterations
 
 
@@ -79,14 +82,14 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def measure(num_envs: int, repeats: int, iterations: int) -> dict[str, Any]:
+def measure(num_envs: int, repeats: int, iterations: int, clock: Any = time.process_time) -> dict[str, Any]:
     runs = {"view": build(True, num_envs), "env_stack": build(False, num_envs)}
     for algo in runs.values():
         iteration_ms(algo, 2)  # warm-up: allocator, first-step checks
     times: dict[str, dict[str, list[float]]] = {n: {"collect": [], "update": [], "total": []} for n in runs}
     for repeat in range(repeats):
         for name in (list(runs) if repeat % 2 == 0 else list(runs)[::-1]):
-            collect, update = iteration_ms(runs[name], iterations)
+            collect, update = iteration_ms(runs[name], iterations, clock)
             times[name]["collect"].append(collect)
             times[name]["update"].append(update)
             times[name]["total"].append(collect + update)
@@ -108,12 +111,16 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iterations", type=int, default=3, help="collect + step iterations per repeat")
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                        help="this process's CPU time (default: robust to other processes) or wall time")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     results = []
     for num_envs in args.envs:
-        result = measure(num_envs, args.repeats, args.iterations)
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        result = measure(num_envs, args.repeats, args.iterations, clock)
+        result["clock"] = args.clock
         results.append(result)
         for name in ("view", "env_stack"):
             r = result[name]

@@ -33,7 +33,7 @@ from ..data import DataKeys
 from ..specs import Composite, Spec
 from ..views import PaddedRollingWindow
 from ..windows import episode_steps, window_at_last_step
-from .chunks import in_chunks
+from .chunks import index_dtype
 from .config import ConfigError
 from .policy import Policy
 from .recurrence import Feedforward
@@ -136,6 +136,9 @@ class Windowed(Feedforward):
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros: dict[Path, torch.Tensor] = {}
         self.offsets: dict[Path, torch.Tensor] = {}
+        self.positions: dict[Path, torch.Tensor] = {}
+        #: dtype of store row indices: int32 where every row of every store fits.
+        self.index_dtype = index_dtype(max(num_envs * (entry.size + horizon) + 1 for entry in entries))
         for entry in entries:
             history = entry.size - 1
             current = _entry(buffer[DataKeys.OBS], entry.path)
@@ -152,6 +155,7 @@ class Windowed(Feedforward):
             self.stores[entry.path] = store
             #: Steps back from a window's last step, per window position: ``size - 1, ..., 0``.
             self.offsets[entry.path] = torch.arange(history, -1, -1, device=device)
+            self.positions[entry.path] = torch.arange(entry.size, device=device, dtype=self.index_dtype)
         #: Largest episode index that matters: a window of ``size`` needs ``size - 1`` steps.
         self.cap = max(entry.size for entry in entries) - 1
         #: Per copy, the time index of its episode's first step in this collect (<= 0 when
@@ -274,6 +278,23 @@ def _with_windows(obs: Observation, windows: dict[Path, TensorDict]) -> Observat
     return out
 
 
+def _select_rows(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``rows.index_select(0, index)``, each row read as one scalar when its bytes make one.
+
+    ``index_select`` copies small rows one at a time (a CartPole observation is 16 bytes): read
+    as one 16-byte scalar each, 32768 of them are gathered ~3x faster (49 against 135 us).
+    """
+    width = rows[0].nbytes if rows.dim() > 1 else rows.element_size()
+    scalar = _SCALAR_OF_SIZE.get(width)
+    if scalar is None or not rows.is_contiguous() or rows.dim() < 2 or rows.dtype == scalar:
+        return rows.index_select(0, index)
+    as_scalars = rows.view(rows.shape[0], -1).view(scalar).view(-1)
+    return as_scalars.index_select(0, index).view(rows.dtype).view(-1, *rows.shape[1:])
+
+
+_SCALAR_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.complex128}
+
+
 class WindowRows:
     """The model's input at buffer rows (indices into ``[N * (T + 1)]``), built on indexing:
     windowed entries gathered from their stores' strided views of every window and zeroed
@@ -305,21 +326,22 @@ class WindowRows:
     def __getitem__(self, rows: torch.Tensor | slice) -> Observation:
         if isinstance(rows, slice):
             rows = torch.arange(*rows.indices(self.total), device=self.steps.device)
-        rows = rows.long()
+        rows = rows.to(self.windowed.index_dtype)
         steps = self.steps.index_select(0, rows).unsqueeze(-1)
         copies, columns = rows // self.columns, rows % self.columns
         windows = {}
         for entry in self.windowed.entries:
-            # Each window step is one store row (index_select: one copy, zeros included): a
-            # window ending at buffer column c starts at store column c; padding reads the
-            # zero row. Measured 2.5x faster than gathering windows and zeroing them after.
+            # Each window step is one store row, gathered in one index_select with the zeros
+            # included: a window ending at buffer column c starts at store column c, and its
+            # padding steps read the zero row. (Gathering whole windows and zeroing them after
+            # measured 1.5-2x slower: elementwise passes over every gathered value.)
             store_rows = self.windowed.rows_with_zeros[entry.path]
             length = self.windowed.stores[entry.path].shape[1]
             offsets = self.windowed.offsets[entry.path]
             padding = offsets > steps
-            first = (copies * length + columns).unsqueeze(-1)
-            index = torch.where(padding, store_rows.shape[0] - 1, first + (entry.size - 1 - offsets))
-            window = store_rows.index_select(0, index.reshape(-1)).view(*index.shape, *store_rows.shape[1:])
+            index = (copies * length + columns).unsqueeze(-1) + self.windowed.positions[entry.path]
+            index.masked_fill_(padding, store_rows.shape[0] - 1)
+            window = _select_rows(store_rows, index.reshape(-1)).view(*index.shape, *store_rows.shape[1:])
             windows[entry.path] = _padded(window, padding, zeroed=True)
         if () in windows:
             return windows[()]
