@@ -100,6 +100,7 @@ def test_windows_resume_from_a_state_dict_between_collect_and_step() -> None:
     state, rng = first.state_dict(), capture_rng()
     assert set(state["windows"]) == {"history", "start", "initial"}
     resumed = stacking(True)
+    train(resumed, 2)  # a used algorithm takes a state dict too (its carries are no inference tensors)
     resumed.load_state_dict(state)
     restore_rng(rng)
     continued = stable([resumed.step()])

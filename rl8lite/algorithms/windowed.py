@@ -110,6 +110,7 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
     if not zeroed:
         mask = padding.reshape(*padding.shape, *[1] * (window.dim() - 2))
         window = window.masked_fill_(mask, 0) if inplace else window.masked_fill(mask, 0)
+    # Unvalidated construction (the shapes are right by construction): a few us per step or chunk.
     return TensorDict._new_unsafe({DataKeys.INPUTS: window, DataKeys.PADDING_MASK: padding}, batch_size=padding.shape)
 
 
@@ -178,8 +179,10 @@ class Windowed(Feedforward):
             history = store.shape[1] - horizon - 1
             tail = store[:, horizon:]
             store[:, : history + 1] = tail.clone() if horizon <= history else tail
-        self.initial = (horizon - self.start).clamp_(max=self.cap)
-        self.start = -self.initial
+        # In place: new tensors made here would be inference tensors, which a checkpoint
+        # could not be loaded into outside the collect.
+        torch.clamp(horizon - self.start, max=self.cap, out=self.initial)
+        torch.neg(self.initial, out=self.start)
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         return super().act(self._inputs_at(obs, t), t, deterministic)
