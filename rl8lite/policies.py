@@ -50,7 +50,7 @@ from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features
 from .specs import Spec
 from .views import ViewKind
 
-__all__ = ["MLflowPolicyModel", "MLflowRecurrentPolicyModel", "Policy", "RecurrentPolicy", "build_policy"]
+__all__ = ["Policy", "RecurrentPolicy", "build_policy"]  # and, imported on use, rl8's MLflow models
 
 
 @dataclass

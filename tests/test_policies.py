@@ -90,7 +90,7 @@ def test_recurrent_sample_unrolls_the_state_step_by_step() -> None:
     expected, state = [], policy.init_states(4)
     with torch.no_grad():
         for t in range(3):
-            actions, logp, values, state = policy.act_recurrent(inputs[DataKeys.OBS][:, t], state, deterministic=True)
+            _, _, values, state = policy.act_recurrent(inputs[DataKeys.OBS][:, t], state, deterministic=True)
             expected.append(values)
     assert torch.equal(out[DataKeys.VALUES], torch.stack(expected, 1).reshape(-1, 1))  # row b * T + t
     assert torch.equal(states, state) and states.shape == (4, policy.model.state_size)
@@ -113,6 +113,7 @@ def test_an_algorithms_policy_is_rl8s_and_init_states_starts_each_collects_state
     assert init_states.call_count == 2 and algo.state.seqs == 8
 
 
+@pytest.mark.filterwarnings("ignore:.*Add type hints to the `predict` method")  # rl8's models have none
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_a_saved_policy_serves_its_deterministic_samples_through_mlflow(recurrent: bool, tmp_path: Path) -> None:
     env = ContinuousDummyEnv(1)

@@ -77,7 +77,9 @@ class MLflowPolicyModel(PythonModel):
         with open(context.artifacts["policy"], "rb") as f:
             self.policy = cloudpickle.load(f)
 
-    def predict(self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None) -> pd.DataFrame:  # noqa: ANN001 - MLflow reads a type hint as a signature
+    def predict(  # MLflow reads a hint on model_input as a signature: none
+        self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
         """Deterministic actions, their log-probabilities and the values at every step of
         ``model_input["obs"]`` (``[B, T, ...]``): ``B * T`` rows."""
         batch = _batch(model_input, self.policy.observation_spec, self.policy.device)
@@ -96,7 +98,7 @@ class MLflowRecurrentPolicyModel(PythonModel):
             self.policy = cloudpickle.load(f)
 
     def predict(  # MLflow reads a hint on model_input as a signature: none
-        self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None  # noqa: ANN001
+        self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None
     ) -> list[pd.DataFrame]:
         policy = self.policy
         batch = _batch(model_input, policy.observation_spec, policy.device)
