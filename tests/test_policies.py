@@ -113,7 +113,6 @@ def test_an_algorithms_policy_is_rl8s_and_init_states_starts_each_collects_state
     assert init_states.call_count == 2 and algo.state.seqs == 8
 
 
-@pytest.mark.filterwarnings("ignore:.*Add type hints to the `predict` method")  # rl8's models have none
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_a_saved_policy_serves_its_deterministic_samples_through_mlflow(recurrent: bool, tmp_path: Path) -> None:
     env = ContinuousDummyEnv(1)
