@@ -310,6 +310,7 @@ class Algorithm:
         self.rollout.episodic = carries["episodic"]
         load_buffer_state(self.buffer, state["buffer"])
         self.env.load_state_dict(state["env"])
+        self._needs_reset = self._needs_reset or not self.env.restores_state
         if "recurrent" in state:
             self.recurrence.load_state_dict(state["recurrent"])
 
@@ -334,6 +335,10 @@ class Algorithm:
     def request_env_reset(self) -> None:
         """Make the next collect reset the env (with that collect's ``env_config``)."""
         self._needs_reset = True
+
+    def close(self) -> None:
+        """Close the env (:meth:`rl8lite.Env.close`: its worker processes, if any)."""
+        self.env.close()
 
     @property
     def params(self) -> dict[str, Any]:

@@ -359,19 +359,25 @@ class Trainer:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED") -> None:
-        """Flush metrics and end the MLflow run (a user-opened run stays open)."""
-        self.tracker.end(status)
+        """Flush metrics, end the MLflow run (a user-opened run stays open) and close the env."""
+        try:
+            self.tracker.end(status)
+        finally:
+            self.algorithm.close()
 
     def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if exc_type is None:
-            self.tracker.end("FINISHED")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.tracker.end("KILLED", message="KeyboardInterrupt")
-        else:
-            self.tracker.end("FAILED", message=f"{exc_type.__name__}: {exc}")
+        try:
+            if exc_type is None:
+                self.tracker.end("FINISHED")
+            elif issubclass(exc_type, KeyboardInterrupt):
+                self.tracker.end("KILLED", message="KeyboardInterrupt")
+            else:
+                self.tracker.end("FAILED", message=f"{exc_type.__name__}: {exc}")
+        finally:
+            self.algorithm.close()
 
     def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
         if not self.progress:
