@@ -116,7 +116,7 @@ def test_closing_a_trainer_or_leaving_its_block_closes_the_env(experiment_name: 
     ClosingEnv.closes = 0
     Trainer(Algorithm(ClosingEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False).close()
     assert ClosingEnv.closes == 1
-    with pytest.raises(ZeroDivisionError):
-        with Trainer(Algorithm(ClosingEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False):
-            1 / 0
+    trainer = Trainer(Algorithm(ClosingEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False)
+    with pytest.raises(ZeroDivisionError), trainer:
+        raise ZeroDivisionError
     assert ClosingEnv.closes == 2, "closed on the way out of a failing with block too"

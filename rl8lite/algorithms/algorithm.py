@@ -14,7 +14,7 @@ from tensordict import TensorDict
 
 from .._version import __version__
 from ..data import DataKeys
-from ..env import Env
+from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..runtime.imports import qualified_name
 from ..runtime.malloc import keep_freed_memory
@@ -348,7 +348,7 @@ class Algorithm:
         for f in dataclasses.fields(hp):
             if f.name not in ("model", "model_cls", "distribution_cls", "optimizer_cls"):
                 params[f.name] = getattr(hp, f.name)
-        params["env_cls"] = qualified_name(self.env_cls)
+        params["env_cls"] = env_label(self.env_cls)
         params["model_cls"] = qualified_name(self.policy.model)
         params["distribution_cls"] = qualified_name(self.policy.distribution_cls)
         params["optimizer_cls"] = qualified_name(self.optimizer)
