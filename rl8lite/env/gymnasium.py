@@ -148,13 +148,9 @@ class GymnasiumEnv(Env):
         obs = self._convert(obs, n)
         final_obs = obs
         if "final_obs" in infos:  # copies that finished: their last observation, from the same step
-            from gymnasium.vector.utils import concatenate, create_empty_array
-
             done = np.flatnonzero(infos["_final_obs"])
-            space = self._observation_space
-            rows = concatenate(space, [infos["final_obs"][i] for i in done], create_empty_array(space, len(done)))
             final_obs = obs.clone()
-            final_obs[torch.from_numpy(done).to(device)] = self._convert(rows, len(done))
+            final_obs[torch.from_numpy(done).to(device)] = self._convert(self._batch(infos["final_obs"][done]), len(done))
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -166,6 +162,13 @@ class GymnasiumEnv(Env):
             batch_size=[n],
             device=device,
         )
+
+    def _batch(self, observations: np.ndarray) -> Any:
+        """One batch (as the vector env returns them) of an object array of single observations."""
+        from gymnasium.vector.utils import concatenate, create_empty_array
+
+        space = self._observation_space
+        return concatenate(space, list(observations), create_empty_array(space, len(observations)))
 
     def render(self) -> np.ndarray:
         """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]`` (only copy 0 renders)."""
