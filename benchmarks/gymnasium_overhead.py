@@ -78,12 +78,17 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def measure(env_id: str, mode: str, config: dict[str, Any], repeats: int, collects: int) -> dict[str, Any]:
+def measure(
+    env_id: str, mode: str, config: dict[str, Any], repeats: int, collects: int
+) -> dict[str, Any]:
     n, horizon = config["num_envs"], config["horizon"]
     steps = collects * n * horizon
     vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    vector_env = vector_cls([functools.partial(gymnasium.make, env_id)] * n, copy=False,
-                            autoreset_mode=AutoresetMode.SAME_STEP)
+    vector_env = vector_cls(
+        [functools.partial(gymnasium.make, env_id)] * n,
+        copy=False,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
     vector_env.reset(seed=0)
     vector_env.action_space.seed(0)
     env_cls = gymnasium_env(env_id, vectorization_mode=mode)
@@ -100,29 +105,44 @@ def measure(env_id: str, mode: str, config: dict[str, Any], repeats: int, collec
     try:
         for repeat in range(repeats):
             names = list(timings)
-            for name in names[repeat % 3:] + names[:repeat % 3]:
+            for name in names[repeat % 3 :] + names[: repeat % 3]:
                 rates[name].append(timings[name]())
-            print(f"  {env_id} {mode} {n} envs, repeat {repeat}: "
-                  + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in timings) + " env steps/s", flush=True)
+            print(
+                f"  {env_id} {mode} {n} envs, repeat {repeat}: "
+                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in timings)
+                + " env steps/s",
+                flush=True,
+            )
     finally:
         algo.close()
         env.close()
         vector_env.close()
-    ratios = {name: [a / b for a, b in zip(rates[name], rates["gymnasium"])] for name in ("collect", "adapter step")}
+    ratios = {
+        name: [a / b for a, b in zip(rates[name], rates["gymnasium"])]
+        for name in ("collect", "adapter step")
+    }
     return {
-        "num_envs": n, "horizon": horizon, "env_steps_per_timing": steps,
+        "num_envs": n,
+        "horizon": horizon,
+        "env_steps_per_timing": steps,
         "env_steps_per_s": {name: spread(values) for name, values in rates.items()},
         "ratio_to_gymnasium": {name: spread(values) for name, values in ratios.items()},
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--envs", nargs="+", choices=sorted(CASES), default=sorted(CASES))
     parser.add_argument("--modes", nargs="+", choices=["sync", "async"], default=["sync", "async"])
-    parser.add_argument("--num-envs", type=int, nargs="+", help="copies (default: each config's num_envs)")
+    parser.add_argument(
+        "--num-envs", type=int, nargs="+", help="copies (default: each config's num_envs)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--collects", type=int, default=16, help="collects' worth of env steps per timing")
+    parser.add_argument(
+        "--collects", type=int, default=16, help="collects' worth of env steps per timing"
+    )
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -131,16 +151,31 @@ def main() -> None:
         for mode in args.modes:
             for n in args.num_envs or [CASES[env_id]["num_envs"]]:
                 config = {**CASES[env_id], "num_envs": n}
-                results[f"{env_id} {mode} {n} envs"] = measure(env_id, mode, config, args.repeats, args.collects)
-    print(f"\n{'env, mode, copies':<28} {'gymnasium steps/s':>18}  {'collect / gymnasium':>22}"
-          f"  {'adapter step / gymnasium':>26}   (min / median / max)")
+                results[f"{env_id} {mode} {n} envs"] = measure(
+                    env_id, mode, config, args.repeats, args.collects
+                )
+    print(
+        f"\n{'env, mode, copies':<28} {'gymnasium steps/s':>18}  {'collect / gymnasium':>22}"
+        f"  {'adapter step / gymnasium':>26}   (min / median / max)"
+    )
     for name, r in results.items():
         ratios = r["ratio_to_gymnasium"]
-        shown = ["  ".join(f"{ratios[k][q]:.2f}" for q in ("min", "median", "max")) for k in ("collect", "adapter step")]
-        print(f"{name:<28} {r['env_steps_per_s']['gymnasium']['median']:>18,.0f}  {shown[0]:>22}  {shown[1]:>26}")
+        shown = [
+            "  ".join(f"{ratios[k][q]:.2f}" for q in ("min", "median", "max"))
+            for k in ("collect", "adapter step")
+        ]
+        print(
+            f"{name:<28} {r['env_steps_per_s']['gymnasium']['median']:>18,.0f}  {shown[0]:>22}  {shown[1]:>26}"
+        )
     if args.json:
-        write_results(args.json, {"repeats": args.repeats, "configs": {e: CASES[e] for e in args.envs},
-                                  "results": results})
+        write_results(
+            args.json,
+            {
+                "repeats": args.repeats,
+                "configs": {e: CASES[e] for e in args.envs},
+                "results": results,
+            },
+        )
 
 
 if __name__ == "__main__":

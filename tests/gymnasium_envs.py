@@ -21,13 +21,17 @@ class DictWalk(gymnasium.Env):
     def __init__(self, render_mode: str | None = None, step_size: float = 0.3) -> None:
         self.render_mode = render_mode
         self.step_size = step_size
-        self.observation_space = spaces.Dict({
-            "position": spaces.Box(-1.0, 1.0, (2,), np.float64),
-            "goal": spaces.Discrete(4, start=1),
-            "bits": spaces.MultiBinary(3),
-            "grid": spaces.MultiDiscrete([3, 5], start=[-1, 2]),
-            "extra": spaces.Tuple((spaces.Discrete(2), spaces.Box(-np.inf, np.inf, (1,), np.float32))),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "position": spaces.Box(-1.0, 1.0, (2,), np.float64),
+                "goal": spaces.Discrete(4, start=1),
+                "bits": spaces.MultiBinary(3),
+                "grid": spaces.MultiDiscrete([3, 5], start=[-1, 2]),
+                "extra": spaces.Tuple(
+                    (spaces.Discrete(2), spaces.Box(-np.inf, np.inf, (1,), np.float32))
+                ),
+            }
+        )
         self.action_space = spaces.Discrete(3, start=-1)
 
     def _obs(self) -> dict[str, Any]:
@@ -50,7 +54,13 @@ class DictWalk(gymnasium.Env):
         noise = self.np_random.normal(0.0, 0.1, 2)
         self.position = np.clip(self.position + self.step_size * int(action) + noise, -1.0, 1.0)
         terminated = bool(abs(self.position[0]) >= 1.0)
-        return self._obs(), float(-np.abs(self.position).sum() + 0.1 * self.goal), terminated, False, {}
+        return (
+            self._obs(),
+            float(-np.abs(self.position).sum() + 0.1 * self.goal),
+            terminated,
+            False,
+            {},
+        )
 
     def render(self) -> np.ndarray:
         frame = np.zeros((8, 12, 3), dtype=np.uint8)

@@ -54,7 +54,11 @@ def assert_rows_equal(batch: Any, rows: list[Any], what: str, transform: Any = N
         if transform is not None:
             expected = transform(expected)
         got = batch[i]
-        same = (got == expected).all() if isinstance(got, TensorDict) else torch.equal(got, expected.reshape(got.shape))
+        same = (
+            (got == expected).all()
+            if isinstance(got, TensorDict)
+            else torch.equal(got, expected.reshape(got.shape))
+        )
         assert same, f"{what} of copy {i}: {got} != {expected}"
 
 
@@ -70,20 +74,26 @@ CASES = {
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("env_id", sorted(CASES))
-def test_trajectories_equal_separately_made_gymnasium_envs_reset_by_hand(env_id: str, mode: str) -> None:
+def test_trajectories_equal_separately_made_gymnasium_envs_reset_by_hand(
+    env_id: str, mode: str
+) -> None:
     case, n, seed = CASES[env_id], 3, 1234
     env = gymnasium_env(env_id, vectorization_mode=mode, seed=seed, **case["make_kwargs"])(n)
     references = [gymnasium.make(env_id, **case["make_kwargs"]) for _ in range(n)]
     transform = case.get("transform")
     try:
         first = env.reset()
-        assert_rows_equal(first, [r.reset(seed=seed + i)[0] for i, r in enumerate(references)], "reset", transform)
+        assert_rows_equal(
+            first, [r.reset(seed=seed + i)[0] for i, r in enumerate(references)], "reset", transform
+        )
         generator = torch.Generator().manual_seed(0)
         ends = {"terminated": 0, "truncated": 0}
         for t in range(case["steps"]):
             if isinstance(env.action_spec, Categorical):
                 actions = torch.randint(0, env.action_spec.n, (n, 1), generator=generator)
-                env_actions = [int(a) + int(references[0].action_space.start) for a in actions[:, 0]]
+                env_actions = [
+                    int(a) + int(references[0].action_space.start) for a in actions[:, 0]
+                ]
             else:  # Pendulum: a third of the samples outside [-2, 2], clipped for the env
                 actions = 6 * torch.rand((n, 1), generator=generator) - 3
                 env_actions = [np.clip(a.numpy(), -2.0, 2.0) for a in actions]
@@ -96,11 +106,22 @@ def test_trajectories_equal_separately_made_gymnasium_envs_reset_by_hand(env_id:
                     obs, _ = reference.reset()
                 rows.append((obs, reward, terminated, truncated, final))
             assert_rows_equal(out["obs"], [r[0] for r in rows], f"obs at step {t}", transform)
-            assert torch.equal(out["rewards"], torch.tensor([[r[1]] for r in rows], dtype=torch.float64).float())
-            assert out["terminated"].flatten().tolist() == [r[2] for r in rows], f"terminated at step {t}"
-            assert out["truncated"].flatten().tolist() == [r[3] for r in rows], f"truncated at step {t}"
+            assert torch.equal(
+                out["rewards"], torch.tensor([[r[1]] for r in rows], dtype=torch.float64).float()
+            )
+            assert out["terminated"].flatten().tolist() == [r[2] for r in rows], (
+                f"terminated at step {t}"
+            )
+            assert out["truncated"].flatten().tolist() == [r[3] for r in rows], (
+                f"truncated at step {t}"
+            )
             done = [i for i, r in enumerate(rows) if r[2] or r[3]]
-            assert_rows_equal(out["final_obs"][done], [rows[i][4] for i in done], f"final_obs at step {t}", transform)
+            assert_rows_equal(
+                out["final_obs"][done],
+                [rows[i][4] for i in done],
+                f"final_obs at step {t}",
+                transform,
+            )
             ends["terminated"] += sum(r[2] for r in rows)
             ends["truncated"] += sum(r[3] for r in rows)
         assert ends["truncated"] > 0 and (ends["terminated"] > 0 or env_id == "Pendulum-v1"), ends
@@ -108,7 +129,9 @@ def test_trajectories_equal_separately_made_gymnasium_envs_reset_by_hand(env_id:
         env.close()
 
 
-def test_every_step_output_has_the_specs_shapes_and_final_obs_equals_obs_where_nothing_ended() -> None:
+def test_every_step_output_has_the_specs_shapes_and_final_obs_equals_obs_where_nothing_ended() -> (
+    None
+):
     env = gymnasium_env(DICT_WALK_ID, seed=0)(2)
     try:
         obs = env.reset()
@@ -127,21 +150,51 @@ def test_every_step_output_has_the_specs_shapes_and_final_obs_equals_obs_where_n
 F32, F64 = np.float32, np.float64
 OBSERVATION_TABLE = [
     (spaces.Box(-np.inf, np.inf, (3,), F32), Unbounded(3), np.ones((2, 3), F32), torch.ones(2, 3)),
-    (spaces.Box(-1.0, 2.0, (2,), F64), Bounded(-1.0, 2.0, shape=[2]), np.full((2, 2), 0.1), torch.full((2, 2), 0.1)),
-    (spaces.Box(np.array([-1.0, -np.inf], F32), np.array([np.inf, 3.0], F32), dtype=F32),
-     Bounded(torch.tensor([-1.0, -torch.inf]), torch.tensor([torch.inf, 3.0])), np.zeros((2, 2), F32), torch.zeros(2, 2)),
-    (spaces.Box(0, 255, (2, 2), np.uint8), Bounded(0, 255, shape=[2, 2], dtype=torch.uint8),
-     np.full((2, 2, 2), 7, np.uint8), torch.full((2, 2, 2), 7, dtype=torch.uint8)),
-    (spaces.Discrete(5, start=-2), Categorical(5, shape=[1]), np.array([-2, 2]), torch.tensor([[0], [4]])),
-    (spaces.MultiDiscrete([3, 4], start=[1, 0]), MultiCategorical([3, 4]), np.array([[1, 3], [3, 0]]),
-     torch.tensor([[0, 3], [2, 0]])),
-    (spaces.MultiBinary(3), Categorical(2, shape=[3], dtype=torch.int8), np.array([[0, 1, 1], [1, 0, 0]], np.int8),
-     torch.tensor([[0, 1, 1], [1, 0, 0]], dtype=torch.int8)),
+    (
+        spaces.Box(-1.0, 2.0, (2,), F64),
+        Bounded(-1.0, 2.0, shape=[2]),
+        np.full((2, 2), 0.1),
+        torch.full((2, 2), 0.1),
+    ),
+    (
+        spaces.Box(np.array([-1.0, -np.inf], F32), np.array([np.inf, 3.0], F32), dtype=F32),
+        Bounded(torch.tensor([-1.0, -torch.inf]), torch.tensor([torch.inf, 3.0])),
+        np.zeros((2, 2), F32),
+        torch.zeros(2, 2),
+    ),
+    (
+        spaces.Box(0, 255, (2, 2), np.uint8),
+        Bounded(0, 255, shape=[2, 2], dtype=torch.uint8),
+        np.full((2, 2, 2), 7, np.uint8),
+        torch.full((2, 2, 2), 7, dtype=torch.uint8),
+    ),
+    (
+        spaces.Discrete(5, start=-2),
+        Categorical(5, shape=[1]),
+        np.array([-2, 2]),
+        torch.tensor([[0], [4]]),
+    ),
+    (
+        spaces.MultiDiscrete([3, 4], start=[1, 0]),
+        MultiCategorical([3, 4]),
+        np.array([[1, 3], [3, 0]]),
+        torch.tensor([[0, 3], [2, 0]]),
+    ),
+    (
+        spaces.MultiBinary(3),
+        Categorical(2, shape=[3], dtype=torch.int8),
+        np.array([[0, 1, 1], [1, 0, 0]], np.int8),
+        torch.tensor([[0, 1, 1], [1, 0, 0]], dtype=torch.int8),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("space", "spec", "batch", "expected"), OBSERVATION_TABLE, ids=lambda v: repr(v)[:40])
-def test_observation_spaces_map_to_specs(space: Any, spec: Any, batch: Any, expected: torch.Tensor) -> None:
+@pytest.mark.parametrize(
+    ("space", "spec", "batch", "expected"), OBSERVATION_TABLE, ids=lambda v: repr(v)[:40]
+)
+def test_observation_spaces_map_to_specs(
+    space: Any, spec: Any, batch: Any, expected: torch.Tensor
+) -> None:
     got_spec, convert = observation_mapping(space, CPU)
     assert got_spec == spec, f"{space}: {got_spec!r}"
     value = convert(batch, 2)
@@ -150,11 +203,23 @@ def test_observation_spaces_map_to_specs(space: Any, spec: Any, batch: Any, expe
 
 
 def test_dict_and_tuple_observations_map_to_nested_composites() -> None:
-    space = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Tuple((spaces.Box(0.0, 1.0, (1,), F64), spaces.MultiBinary(2)))})
+    space = spaces.Dict(
+        {
+            "a": spaces.Discrete(3),
+            "b": spaces.Tuple((spaces.Box(0.0, 1.0, (1,), F64), spaces.MultiBinary(2))),
+        }
+    )
     spec, convert = observation_mapping(space, CPU)
-    assert spec == Composite(a=Categorical(3, shape=[1]),
-                             b=Composite({"0": Bounded(0.0, 1.0, shape=[1]), "1": Categorical(2, shape=[2], dtype=torch.int8)}))
-    batch = {"a": np.array([2, 0]), "b": (np.array([[0.5], [1.0]]), np.array([[1, 0], [0, 0]], np.int8))}
+    assert spec == Composite(
+        a=Categorical(3, shape=[1]),
+        b=Composite(
+            {"0": Bounded(0.0, 1.0, shape=[1]), "1": Categorical(2, shape=[2], dtype=torch.int8)}
+        ),
+    )
+    batch = {
+        "a": np.array([2, 0]),
+        "b": (np.array([[0.5], [1.0]]), np.array([[1, 0], [0, 0]], np.int8)),
+    }
     value = convert(batch, 2)
     assert value.batch_size == torch.Size([2]) and value["b", "0"].dtype == torch.float32
     assert value["a"].tolist() == [[2], [0]] and value["b", "1"].tolist() == [[1, 0], [0, 0]]
@@ -171,15 +236,22 @@ def test_action_spaces_map_to_specs_and_env_actions() -> None:
     env_actions = convert(raw)
     assert env_actions.dtype == F64 and env_actions.tolist() == [[2.0], [-0.5]]
     assert raw.tolist() == [[3.0], [-0.5]]  # the raw sample is kept (for its log-probability)
-    spec, convert = action_mapping(spaces.Box(np.array([-1.0, -np.inf], F32), np.array([1.0, np.inf], F32)), CPU)
+    spec, convert = action_mapping(
+        spaces.Box(np.array([-1.0, -np.inf], F32), np.array([1.0, np.inf], F32)), CPU
+    )
     assert spec == Unbounded(2)  # a tanh-squashed distribution needs finite bounds
     assert convert(torch.tensor([[5.0, 5.0]])).tolist() == [[1.0, 5.0]]
 
 
-@pytest.mark.parametrize("space", [
-    spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(2), spaces.Dict({"a": spaces.Discrete(2)}),
-    spaces.Box(0, 3, (1,), np.int64),
-])
+@pytest.mark.parametrize(
+    "space",
+    [
+        spaces.MultiDiscrete([2, 3]),
+        spaces.MultiBinary(2),
+        spaces.Dict({"a": spaces.Discrete(2)}),
+        spaces.Box(0, 3, (1,), np.int64),
+    ],
+)
 def test_an_action_space_no_policy_serves_is_an_error_naming_it(space: Any) -> None:
     with pytest.raises(UnsupportedSpaceError, match=f"action space {type(space).__name__}"):
         action_mapping(space, CPU)
@@ -206,7 +278,9 @@ def pendulum_rollout(env: Any, steps: int, params: dict[str, float], seed: int) 
             obs, _, terminated, truncated, _ = reference.step(np.array([1.5], F32))
             if terminated or truncated:
                 obs, _ = reference.reset()
-            assert torch.equal(out["obs"][i], torch.from_numpy(obs)), f"copy {i} differs at step {t} ({params})"
+            assert torch.equal(out["obs"][i], torch.from_numpy(obs)), (
+                f"copy {i} differs at step {t} ({params})"
+            )
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -215,11 +289,18 @@ def test_config_is_set_on_every_copy_kept_across_auto_resets_and_restored(mode: 
     try:
         env.reset(config={"g": 2.5, "max_speed": 6.0})
         assert env.vector_env.get_attr("g") == (2.5, 2.5)
-        pendulum_rollout(env, 25, {"g": 2.5, "max_speed": 6.0}, seed=7)  # auto-resets at steps 10 and 20
+        pendulum_rollout(
+            env, 25, {"g": 2.5, "max_speed": 6.0}, seed=7
+        )  # auto-resets at steps 10 and 20
         assert env.vector_env.get_attr("g") == (2.5, 2.5)
         env.reset()  # config=None: the env's own parameters again
-        assert env.vector_env.get_attr("g") == (10.0, 10.0) and env.vector_env.get_attr("max_speed") == (8, 8)
-        with pytest.raises(EnvConfigError, match=r"Pendulum-v1 has no config parameter\(s\) \['gravity'\]; valid: .*'g'"):
+        assert env.vector_env.get_attr("g") == (10.0, 10.0) and env.vector_env.get_attr(
+            "max_speed"
+        ) == (8, 8)
+        with pytest.raises(
+            EnvConfigError,
+            match=r"Pendulum-v1 has no config parameter\(s\) \['gravity'\]; valid: .*'g'",
+        ):
             env.reset(config={"gravity": 1.0, "g": 3.0})
         assert env.vector_env.get_attr("g") == (10.0, 10.0)  # nothing was changed
     finally:
@@ -238,7 +319,9 @@ def test_constructor_config_is_the_default_and_class_attributes_come_back_exactl
         env.reset()
         assert (unwrapped.LINK_MASS_1, unwrapped.LINK_LENGTH_1) == (1.0, 1.5)
         assert "LINK_MASS_1" not in vars(unwrapped)  # the class attribute again, not a copy of it
-        assert env.default_config["LINK_MASS_1"] == 1.0 and env.default_config["LINK_LENGTH_1"] == 1.0
+        assert (
+            env.default_config["LINK_MASS_1"] == 1.0 and env.default_config["LINK_LENGTH_1"] == 1.0
+        )
     finally:
         env.close()
 
@@ -279,13 +362,20 @@ def test_equal_calls_give_one_class_named_after_the_env_and_configs_name_it() ->
     assert Acrobot is not gymnasium_env("Acrobot-v1", max_episode_steps=300)
     assert (Acrobot.__name__, Acrobot.max_episode_steps) == ("Acrobot-v1", 300)
     reference = env_reference(Acrobot)
-    assert reference == {"gymnasium": "Acrobot-v1", "vectorization_mode": "async", "max_episode_steps": 300}
+    assert reference == {
+        "gymnasium": "Acrobot-v1",
+        "vectorization_mode": "async",
+        "max_episode_steps": 300,
+    }
     assert import_env_class(reference) is Acrobot
     assert import_env_class("gymnasium:Acrobot-v1") is gymnasium_env("Acrobot-v1")
     Walk = gymnasium_env(make_dict_walk, step_size=0.5)
     assert Walk.__name__ == "make_dict_walk" and Walk.render_kwargs == {"render_mode": "rgb_array"}
-    assert env_reference(Walk) == {"gymnasium_factory": f"{__name__}.make_dict_walk",
-                                   "vectorization_mode": "sync", "step_size": 0.5}
+    assert env_reference(Walk) == {
+        "gymnasium_factory": f"{__name__}.make_dict_walk",
+        "vectorization_mode": "sync",
+        "step_size": 0.5,
+    }
     assert import_env_class(env_reference(Walk)) is Walk
 
 
@@ -302,12 +392,23 @@ def test_a_class_without_a_plain_reference_works_but_cannot_be_named() -> None:
         env.close()
 
 
-@pytest.mark.parametrize(("arguments", "error", "match"), [
-    ((("CartPol-v1",), {}), ValueError, r"no Gymnasium env 'CartPol-v1'.*Did you mean: `CartPole`"),
-    ((("CartPole-v1",), {"vectorization_mode": "threads"}), ValueError, "'sync' or 'async', received 'threads'"),
-    ((("CartPole-v1",), {"seed": -1}), ValueError, "seed must be an int >= 0"),
-    (((3,), {}), TypeError, "an env id or a callable, received 3"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        (
+            (("CartPol-v1",), {}),
+            ValueError,
+            r"no Gymnasium env 'CartPol-v1'.*Did you mean: `CartPole`",
+        ),
+        (
+            (("CartPole-v1",), {"vectorization_mode": "threads"}),
+            ValueError,
+            "'sync' or 'async', received 'threads'",
+        ),
+        ((("CartPole-v1",), {"seed": -1}), ValueError, "seed must be an int >= 0"),
+        (((3,), {}), TypeError, "an env id or a callable, received 3"),
+    ],
+)
 def test_bad_arguments_are_errors_naming_them(arguments: Any, error: type, match: str) -> None:
     args, kwargs = arguments
     with pytest.raises(error, match=match):
@@ -317,9 +418,13 @@ def test_bad_arguments_are_errors_naming_them(arguments: Any, error: type, match
 def test_train_configs_name_gymnasium_envs_by_id_or_by_their_options(tmp_path: Any) -> None:
     assert TrainConfig("gymnasium:CartPole-v1").env_cls is gymnasium_env("CartPole-v1")
     path = tmp_path / "acrobot.yaml"
-    path.write_text("env_cls:\n  gymnasium: Acrobot-v1\n  vectorization_mode: async\n"
-                    "algorithm_config: {num_envs: 2, horizon: 4}\n")
-    assert TrainConfig.from_file(path).env_cls is gymnasium_env("Acrobot-v1", vectorization_mode="async")
+    path.write_text(
+        "env_cls:\n  gymnasium: Acrobot-v1\n  vectorization_mode: async\n"
+        "algorithm_config: {num_envs: 2, horizon: 4}\n"
+    )
+    assert TrainConfig.from_file(path).env_cls is gymnasium_env(
+        "Acrobot-v1", vectorization_mode="async"
+    )
     path.write_text("env_cls: {gymnasium: Acrobot-v1, gymnasium_factory: x.y}\n")
     with pytest.raises(ValueError, match=r"acrobot.yaml: env_cls .*exactly one of 'gymnasium'"):
         TrainConfig.from_file(path)
@@ -343,6 +448,8 @@ def test_a_checkpoint_names_the_class_and_resumes_with_a_fresh_reset(experiment_
         for key, value in algorithm.policy.state_dict().items():
             assert torch.equal(resumed.algorithm.policy.state_dict()[key], value), key
         stats = resumed.step()
-        assert stats["env/resets"] == 2.0, "the copies' states are not in the checkpoint: the env resets"
+        assert stats["env/resets"] == 2.0, (
+            "the copies' states are not in the checkpoint: the env resets"
+        )
         assert resumed.algorithm.env.vector_env.get_attr("step_size") == (0.2, 0.2)
     assert all(p.exitcode is not None for p in resumed.algorithm.env.vector_env.processes)

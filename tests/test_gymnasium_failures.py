@@ -20,8 +20,7 @@ import torch
 pytest.importorskip("gymnasium")
 
 from rl8lite import Algorithm
-from rl8lite.env import gymnasium_env
-from rl8lite.env._gymnasium_vector import SubEnvError
+from rl8lite.env import SubEnvError, gymnasium_env
 
 from .gymnasium_envs import make_exploding
 
@@ -49,10 +48,20 @@ warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
 
 def run_python(script: str) -> subprocess.CompletedProcess[str]:
     """Run ``script`` with ``python -W error`` (every warning an error, MLflow's aside)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     code = MLFLOW_WARNINGS + textwrap.dedent(script)
-    return subprocess.run([sys.executable, "-W", "error", "-c", code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -67,15 +76,21 @@ def test_a_sub_env_exception_names_the_copy_its_type_message_and_traceback(mode:
     message = str(caught.value)
     assert message.startswith("sub-env 1 raised ValueError in step(): boom at step 3"), message
     assert "--- traceback of sub-env 1 ---" in message
-    assert "gymnasium_envs.py" in message and "in explode" in message, "the traceback reaches the env's code"
+    assert "gymnasium_envs.py" in message and "in explode" in message, (
+        "the traceback reaches the env's code"
+    )
     assert "sub-env 0" not in message and "sub-env 2" not in message
-    with pytest.raises(RuntimeError, match="make_exploding is closed after sub-env failure: sub-env 1 raised"):
+    with pytest.raises(
+        RuntimeError, match="make_exploding is closed after sub-env failure: sub-env 1 raised"
+    ):
         env.step(ACTIONS)
     assert running(pids) == []
 
 
 def test_every_failing_copy_is_named() -> None:
-    env = gymnasium_env(make_exploding, vectorization_mode="async", seed=100, bad_seeds=[100, 102], at=1)(3)
+    env = gymnasium_env(
+        make_exploding, vectorization_mode="async", seed=100, bad_seeds=[100, 102], at=1
+    )(3)
     pids = worker_pids(env)
     env.reset()
     with pytest.raises(SubEnvError) as caught:
@@ -89,8 +104,7 @@ def test_every_failing_copy_is_named() -> None:
 def test_under_python_w_error_failures_are_reported_and_forgotten_envs_end_at_exit() -> None:
     result = run_python("""
         import torch
-        from rl8lite.env import gymnasium_env
-        from rl8lite.env._gymnasium_vector import SubEnvError
+        from rl8lite.env import SubEnvError, gymnasium_env
         from tests.gymnasium_envs import make_exploding
         env = gymnasium_env(make_exploding, vectorization_mode="async", seed=0, bad_seeds=[1], at=2)(2)
         env.reset()
@@ -112,12 +126,20 @@ def test_under_python_w_error_failures_are_reported_and_forgotten_envs_end_at_ex
     deadline = time.monotonic() + 10
     while running(pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(pids) == 2 and running(pids) == [], "the forgotten env's workers ended with the interpreter"
+    assert len(pids) == 2 and running(pids) == [], (
+        "the forgotten env's workers ended with the interpreter"
+    )
 
 
-@pytest.mark.parametrize(("how", "death"), [("kill", "was killed by SIGKILL"), ("exit", "exited with status 3")])
-def test_a_worker_that_dies_is_reported_by_sub_env_and_the_others_are_ended(how: str, death: str) -> None:
-    env = gymnasium_env(make_exploding, vectorization_mode="async", seed=0, bad_seeds=[2], at=2, how="exit")(3)
+@pytest.mark.parametrize(
+    ("how", "death"), [("kill", "was killed by SIGKILL"), ("exit", "exited with status 3")]
+)
+def test_a_worker_that_dies_is_reported_by_sub_env_and_the_others_are_ended(
+    how: str, death: str
+) -> None:
+    env = gymnasium_env(
+        make_exploding, vectorization_mode="async", seed=0, bad_seeds=[2], at=2, how="exit"
+    )(3)
     pids = worker_pids(env)
     env.reset()
     if how == "kill":
@@ -134,7 +156,9 @@ def test_a_worker_that_dies_is_reported_by_sub_env_and_the_others_are_ended(how:
 
 
 def test_close_ends_the_workers_and_a_closed_env_says_so() -> None:
-    algo = Algorithm(gymnasium_env("CartPole-v1", vectorization_mode="async"), num_envs=2, horizon=4, seed=0)
+    algo = Algorithm(
+        gymnasium_env("CartPole-v1", vectorization_mode="async"), num_envs=2, horizon=4, seed=0
+    )
     pids = worker_pids(algo.env)
     algo.collect()
     assert len(running(pids)) == 2
@@ -168,4 +192,6 @@ def test_rl8lite_works_without_gymnasium_and_gymnasium_env_says_how_to_get_it() 
                 print(e)
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("needs Gymnasium: pip install rl8lite[gymnasium]") == 2, result.stdout
+    assert result.stdout.count("needs Gymnasium: pip install rl8lite[gymnasium]") == 2, (
+        result.stdout
+    )

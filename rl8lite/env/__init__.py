@@ -3,10 +3,19 @@ ordinary Gymnasium envs through :func:`gymnasium_env` (the ``gymnasium`` extra).
 
 from .base import Env, EnvConfigError, apply_env_config
 from .dummy import ContinuousDummyEnv, DiscreteDummyEnv
-from .gymnasium import GymnasiumEnv, gymnasium_env
+from .gymnasium import GymnasiumEnv, SubEnvError, gymnasium_env
 from .references import env_label, env_reference, import_env_class
 
 __all__ = [
-    "ContinuousDummyEnv", "DiscreteDummyEnv", "Env", "EnvConfigError", "GymnasiumEnv", "apply_env_config",
-    "env_label", "env_reference", "gymnasium_env", "import_env_class",
+    "ContinuousDummyEnv",
+    "DiscreteDummyEnv",
+    "Env",
+    "EnvConfigError",
+    "GymnasiumEnv",
+    "SubEnvError",
+    "apply_env_config",
+    "env_label",
+    "env_reference",
+    "gymnasium_env",
+    "import_env_class",
 ]

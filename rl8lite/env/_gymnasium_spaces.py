@@ -54,7 +54,9 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
-def observation_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ObservationConverter]:
+def observation_mapping(
+    space: spaces.Space, device: torch.device
+) -> tuple[Spec, ObservationConverter]:
     """The spec of one copy's observations and the converter of a batch of them.
 
     Raises:
@@ -74,7 +76,9 @@ def observation_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec
         if np.isneginf(space.low).all() and np.isposinf(space.high).all():
             spec: Spec = Unbounded(space.shape, device=device, dtype=dtype)
         else:
-            spec = Bounded(torch.as_tensor(space.low), torch.as_tensor(space.high), space.shape, device, dtype)
+            spec = Bounded(
+                torch.as_tensor(space.low), torch.as_tensor(space.high), space.shape, device, dtype
+            )
         return spec, lambda batch, n: to_tensor(batch, dtype, device)
     if isinstance(space, spaces.Discrete):
         start = int(space.start)
@@ -126,10 +130,14 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
     if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
         low, high, dtype = space.low, space.high, space.dtype
         if np.isfinite(low).all() and np.isfinite(high).all():
-            spec = Bounded(torch.as_tensor(low), torch.as_tensor(high), space.shape, device, torch.float32)
+            spec = Bounded(
+                torch.as_tensor(low), torch.as_tensor(high), space.shape, device, torch.float32
+            )
         else:
             spec = Unbounded(space.shape, device=device, dtype=torch.float32)
-        return spec, lambda actions: np.clip(actions.detach().cpu().numpy(), low, high).astype(dtype, copy=False)
+        return spec, lambda actions: np.clip(actions.detach().cpu().numpy(), low, high).astype(
+            dtype, copy=False
+        )
     raise UnsupportedSpaceError(
         f"action space {space} cannot be served by an rl8lite policy, which samples Discrete or"
         " float Box actions: wrap the env (e.g. with a gymnasium ActionWrapper) to offer one of those"

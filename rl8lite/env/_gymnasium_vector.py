@@ -12,6 +12,7 @@ and signal instead of as a bare ``EOFError``; after either, every worker is ende
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import signal
 import time
@@ -25,18 +26,12 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from .gymnasium import SubEnvError
+
 #: The reset observation comes in the same step, the final observation beside it in the infos.
 SAME_STEP = AutoresetMode.SAME_STEP
 _GYMNASIUM_ENV_ATTRIBUTES = frozenset(dir(gymnasium.Env))
 _CLASS_ATTRIBUTE = object()  # marks a parameter that was a class attribute before it was set
-
-
-class SubEnvError(RuntimeError):
-    """A Gymnasium sub-env raised, or its worker process died.
-
-    The message names the copy (its index in the vector env), the exception's type
-    and message, and its traceback (from the worker process for async envs).
-    """
 
 
 def _describe_failure(index: int, call: str, error: BaseException) -> str:
@@ -127,8 +122,50 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
 
 
+def describe_source(
+    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
+) -> tuple[str, int | None, bool]:
+    """The class name, the longest episode and whether copy 0 can render ``rgb_array``, of an
+    env id (as ``gymnasium.make`` takes it) or a factory.
+
+    Raises:
+        ValueError: Gymnasium has no env ``source``.
+    """
+    if isinstance(source, str):
+        module, _, env_id = source.rpartition(":")
+        if module:
+            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
+        try:
+            spec = gymnasium.spec(env_id)
+        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
+            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        steps = make_kwargs.get("max_episode_steps", spec.max_episode_steps)
+        name = env_id
+    else:
+        creator, steps = source, make_kwargs.get("max_episode_steps")
+        name = getattr(source, "__name__", type(source).__name__)
+        try:
+            if "render_mode" not in inspect.signature(source).parameters:
+                return name, steps, False
+        except (TypeError, ValueError):
+            return name, steps, False
+    metadata = getattr(creator, "metadata", None)
+    if isinstance(metadata, dict):
+        modes = metadata.get("render_modes", ())
+    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
+        modes = ("rgb_array",) if callable(source) else ()
+    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
+    return name, steps, "rgb_array" in modes
+
+
 def make_copy(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any], index: int, render_kwargs: dict[str, Any]
+    source: str | Callable[..., Any],
+    make_kwargs: dict[str, Any],
+    index: int,
+    render_kwargs: dict[str, Any],
 ) -> CopyWrapper:
     """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
     ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
@@ -211,7 +248,10 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             while not dead and processes and time.monotonic() < deadline:  # a dying worker
                 time.sleep(0.01)
                 dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            details = "; ".join(f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i])}" for i in dead)
+            details = "; ".join(
+                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i])}"
+                for i in dead
+            )
             self.terminate()
             raise SubEnvError(
                 f"{details or 'a worker process closed its pipe'} ({type(e).__name__} on its pipe);"
@@ -239,7 +279,11 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
         if self.closed:
             return
         pipes_open = all(pipe is not None and not pipe.closed for pipe in self.parent_pipes)
-        if self._state is AsyncState.DEFAULT and pipes_open and all(p.is_alive() for p in self.processes):
+        if (
+            self._state is AsyncState.DEFAULT
+            and pipes_open
+            and all(p.is_alive() for p in self.processes)
+        ):
             try:
                 self.close()
                 return

@@ -31,6 +31,15 @@ _CLASSES: dict[str, type[GymnasiumEnv]] = {}
 _MODES = ("sync", "async")
 
 
+class SubEnvError(RuntimeError):
+    """A copy of a Gymnasium env raised, or its worker process died.
+
+    The message names the copy (its index in the vector env), the exception's type and
+    message, and its traceback (from the worker process for async envs). The env is
+    closed after it: no worker process remains.
+    """
+
+
 def _require_gymnasium() -> Any:
     try:
         import gymnasium
@@ -107,11 +116,17 @@ class GymnasiumEnv(Env):
         self._next_seed: int | None = base + _rank() * num_envs
         env_fns = [
             functools.partial(
-                vector.make_copy, self.source, self.make_kwargs, i, self.render_kwargs if i == 0 else {}
+                vector.make_copy,
+                self.source,
+                self.make_kwargs,
+                i,
+                self.render_kwargs if i == 0 else {},
             )
             for i in range(num_envs)
         ]
-        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, dict(self.vector_kwargs))
+        self._vector = vector.make_vector_env(
+            env_fns, self.vectorization_mode, dict(self.vector_kwargs)
+        )
         self._close = weakref.finalize(self, vector.shutdown, self._vector)
         self._failure: BaseException | None = None
         try:
@@ -123,7 +138,9 @@ class GymnasiumEnv(Env):
                 self._vector.single_action_space, self.device
             )
             #: The unwrapped env's parameters as it was made: the keys ``config`` may set.
-            self.default_config: dict[str, Any] = self._run(self._vector.call, "rl8lite_parameters")[0]
+            self.default_config: dict[str, Any] = self._run(
+                self._vector.call, "rl8lite_parameters"
+            )[0]
             apply_env_config(type(self).__name__, self.default_config, self.config)
         except BaseException:
             self.close()
@@ -133,7 +150,9 @@ class GymnasiumEnv(Env):
     # ------------------------------------------------------------------ protocol
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         target = {**self.config, **(config or {})}
-        apply_env_config(type(self).__name__, self.default_config, target)  # unknown keys: before any change
+        apply_env_config(
+            type(self).__name__, self.default_config, target
+        )  # unknown keys: before any change
         restore = [name for name in self._applied if name not in target]
         if target or restore:
             self._run(self._vector.call, "rl8lite_configure", target, restore)
@@ -144,13 +163,16 @@ class GymnasiumEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         n, device = self.num_envs, self.device
-        obs, rewards, terminated, truncated, infos = self._run(self._vector.step, self._env_actions(action))
+        obs, rewards, terminated, truncated, infos = self._run(
+            self._vector.step, self._env_actions(action)
+        )
         obs = self._convert(obs, n)
         final_obs = obs
         if "final_obs" in infos:  # copies that finished: their last observation, from the same step
             done = np.flatnonzero(infos["_final_obs"])
             final_obs = obs.clone()
-            final_obs[torch.from_numpy(done).to(device)] = self._convert(self._batch(infos["final_obs"][done]), len(done))
+            rows = self._convert(self._batch(infos["final_obs"][done]), len(done))
+            final_obs[torch.from_numpy(done).to(device)] = rows
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -180,7 +202,9 @@ class GymnasiumEnv(Env):
             )
         frame = np.asarray(self._run(self._vector.call, "rl8lite_render")[0])
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-            raise ValueError(f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8")
+            raise ValueError(
+                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8"
+            )
         return frame
 
     @property
@@ -204,8 +228,6 @@ class GymnasiumEnv(Env):
 
     def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a vector env method; after a sub-env failure the env is closed for good."""
-        from ._gymnasium_vector import SubEnvError
-
         if self._failure is not None or self._vector.closed:
             reason = f" after sub-env failure: {self._failure}" if self._failure else ""
             raise RuntimeError(f"{type(self).__name__} is closed{reason}")
@@ -222,43 +244,9 @@ def _is_plain(value: Any) -> bool:
         return True
     if isinstance(value, (list, tuple)):
         return all(_is_plain(v) for v in value)
-    return isinstance(value, dict) and all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
-
-
-def _source_details(source: str | Callable[..., Any], make_kwargs: dict[str, Any]) -> tuple[str, int | None, bool]:
-    """The class name, longest episode and whether copy 0 can render ``rgb_array``."""
-    import importlib
-    import inspect
-
-    gymnasium = _require_gymnasium()
-    if isinstance(source, str):
-        module, _, env_id = source.rpartition(":")
-        if module:
-            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
-            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = gymnasium.envs.registration.load_env_creator(creator)
-        steps = make_kwargs.get("max_episode_steps", spec.max_episode_steps)
-        name = env_id
-    else:
-        creator, steps = source, make_kwargs.get("max_episode_steps")
-        name = getattr(source, "__name__", type(source).__name__)
-        try:
-            if "render_mode" not in inspect.signature(source).parameters:
-                return name, steps, False
-        except (TypeError, ValueError):
-            return name, steps, False
-    metadata = getattr(creator, "metadata", None)
-    if isinstance(metadata, dict):
-        modes = metadata.get("render_modes", ())
-    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
-        modes = ("rgb_array",) if callable(source) else ()
-    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
-    return name, steps, "rgb_array" in modes
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _is_plain(v) for k, v in value.items()
+    )
 
 
 def gymnasium_env(
@@ -312,40 +300,57 @@ def gymnasium_env(
     """
     _require_gymnasium()
     if vectorization_mode not in _MODES:
-        raise ValueError(f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}")
+        raise ValueError(
+            f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}"
+        )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
     if not isinstance(env_id_or_factory, str) and not callable(env_id_or_factory):
-        raise TypeError(f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}")
+        raise TypeError(
+            f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}"
+        )
     vector_kwargs = dict(vector_kwargs or {})
     reference = _reference(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
     key = json.dumps(reference, sort_keys=True) if reference is not None else None
     if key in _CLASSES:
         return _CLASSES[key]
-    name, max_episode_steps, renders = _source_details(env_id_or_factory, make_kwargs)
-    render_kwargs = {"render_mode": make_kwargs.pop("render_mode")} if "render_mode" in make_kwargs else (
-        {"render_mode": "rgb_array"} if renders else {}
+    from ._gymnasium_vector import describe_source
+
+    name, max_episode_steps, renders = describe_source(env_id_or_factory, make_kwargs)
+    render_kwargs = (
+        {"render_mode": make_kwargs.pop("render_mode")}
+        if "render_mode" in make_kwargs
+        else ({"render_mode": "rgb_array"} if renders else {})
     )
-    cls = type(name, (GymnasiumEnv,), {
-        "__module__": __name__,
-        "__qualname__": name,
-        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
-        "reference": reference,
-        "source": staticmethod(env_id_or_factory) if callable(env_id_or_factory) else env_id_or_factory,
-        "vectorization_mode": vectorization_mode,
-        "seed": seed,
-        "make_kwargs": make_kwargs,
-        "vector_kwargs": vector_kwargs,
-        "render_kwargs": render_kwargs,
-        "max_episode_steps": max_episode_steps,
-    })
+    cls = type(
+        name,
+        (GymnasiumEnv,),
+        {
+            "__module__": __name__,
+            "__qualname__": name,
+            "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
+            "reference": reference,
+            "source": staticmethod(env_id_or_factory)
+            if callable(env_id_or_factory)
+            else env_id_or_factory,
+            "vectorization_mode": vectorization_mode,
+            "seed": seed,
+            "make_kwargs": make_kwargs,
+            "vector_kwargs": vector_kwargs,
+            "render_kwargs": render_kwargs,
+            "max_episode_steps": max_episode_steps,
+        },
+    )
     if key is not None:
         _CLASSES[key] = cls
     return cls
 
 
 def _reference(
-    source: str | Callable[..., Any], mode: str, seed: int | None, vector_kwargs: dict[str, Any],
+    source: str | Callable[..., Any],
+    mode: str,
+    seed: int | None,
+    vector_kwargs: dict[str, Any],
     make_kwargs: dict[str, Any],
 ) -> dict[str, Any] | None:
     if isinstance(source, str):

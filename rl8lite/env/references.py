@@ -69,5 +69,5 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     if isinstance(reference, Mapping):
         return gymnasium_env_from_reference(reference)
     if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
-        return gymnasium_env(reference[len(GYMNASIUM_PREFIX):])
+        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
     return import_dotted_path(reference, what=what)
