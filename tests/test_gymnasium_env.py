@@ -326,6 +326,41 @@ def test_constructor_config_is_the_default_and_class_attributes_come_back_exactl
         env.close()
 
 
+def test_eval_under_another_config_then_training_under_the_own_one(experiment_name: str) -> None:
+    algorithm = Algorithm(
+        gymnasium_env("Pendulum-v1", seed=0),
+        num_envs=2,
+        horizon=20,
+        horizons_per_env_reset=1,
+        seed=0,
+    )
+    with Trainer(
+        algorithm, experiment_name=experiment_name, progress=False, save_policy=False
+    ) as trainer:
+        trainer.step()
+        stats = trainer.eval(env_config={"g": 2.0}, name="low_gravity")
+        assert algorithm.env.vector_env.get_attr("g") == (2.0, 2.0)
+        assert stats["eval/low_gravity/env/resets"] == 2.0
+        trainer.step()  # resets under the env's own config
+        assert algorithm.env.vector_env.get_attr("g") == (10.0, 10.0)
+
+
+def test_ranks_under_torchrun_get_their_own_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "2")
+    env = gymnasium_env(DICT_WALK_ID, seed=10)(3)
+    try:
+        env.reset()
+        assert env.vector_env.get_attr("seed_used") == (16, 17, 18)  # 10 + 2 * 3 + i
+        env.reset()
+        assert env.vector_env.get_attr("seed_used") == (
+            None,
+            None,
+            None,
+        )  # later resets do not reseed
+    finally:
+        env.close()
+
+
 # ---------------------------------------------------------------------------- render
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_render_gives_copy_zeros_frame_and_only_copy_zero_renders(mode: str) -> None:
