@@ -488,3 +488,37 @@ def test_a_checkpoint_names_the_class_and_resumes_with_a_fresh_reset(experiment_
         )
         assert resumed.algorithm.env.vector_env.get_attr("step_size") == (0.2, 0.2)
     assert all(p.exitcode is not None for p in resumed.algorithm.env.vector_env.processes)
+
+
+def test_the_cli_trains_a_gymnasium_env_named_in_yaml_and_leaves_no_worker(
+    tmp_path: Any, experiment_name: str, client: Any
+) -> None:
+    import multiprocessing
+
+    from rl8lite.cli import main
+
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "env_cls: {gymnasium: CartPole-v1, vectorization_mode: async}\n"
+        "algorithm_config: {num_envs: 2, horizon: 8, seed: 0}\n"
+    )
+    assert multiprocessing.active_children() == []
+    status = main(
+        [
+            "train",
+            "-f",
+            str(path),
+            "--max-steps",
+            "32",
+            "--experiment-name",
+            experiment_name,
+            "--no-progress",
+        ]
+    )
+    assert status == 0
+    assert multiprocessing.active_children() == [], "no worker process outlives the command"
+    (run,) = client.search_runs([client.get_experiment_by_name(experiment_name).experiment_id])
+    assert (
+        run.data.params["env_cls"] == "{'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}"
+    )
+    assert run.data.metrics["env/steps"] == 32
