@@ -21,9 +21,13 @@ The ratios collect / gymnasium and adapter step / gymnasium (env steps/s) are ta
 within each repeat; the script prints min/median/max over the repeats. The issue's goal
 is collect / gymnasium >= 0.9. One torch thread.
 
+``--clock cpu`` times with this process's CPU time instead of the wall clock: on a
+machine other jobs share, it leaves out the time spent waiting for a core. It sees this
+process only, so it is for ``--modes sync`` (async copies step in worker processes).
+
 Usage:
     python benchmarks/gymnasium_overhead.py --repeats 5 --json benchmarks/results/gymnasium-overhead.json
-    python benchmarks/gymnasium_overhead.py --modes sync --num-envs 128 --json benchmarks/results/gymnasium-overhead-sync-128.json
+    python benchmarks/gymnasium_overhead.py --modes sync --clock cpu --json benchmarks/results/gymnasium-overhead-sync-cpu.json
 """
 
 from __future__ import annotations
@@ -50,28 +54,33 @@ from provenance import write_results  # noqa: E402
 CASES = {"CartPole-v1": CARTPOLE, "Acrobot-v1": ACROBOT}
 
 
+#: The clock timings use: the wall clock, or this process's CPU time (``--clock cpu``).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
+
 def gymnasium_steps_per_s(vector_env: Any, steps: int) -> float:
     """Env steps/s of ``steps // num_envs`` vector steps with random actions."""
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps // vector_env.num_envs):
         vector_env.step(vector_env.action_space.sample())
-    return steps / (time.perf_counter() - start)
+    return steps / (clock() - start)
 
 
 def adapter_steps_per_s(env: Any, steps: int) -> float:
     """Env steps/s of ``steps // num_envs`` adapter steps with random actions (as a collect runs them)."""
-    start = time.perf_counter()
+    start = clock()
     with torch.inference_mode():
         for _ in range(steps // env.num_envs):
             env.step(env.action_spec.rand([env.num_envs]))
-    return steps / (time.perf_counter() - start)
+    return steps / (clock() - start)
 
 
 def collect_steps_per_s(algo: Algorithm, steps: int) -> float:
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps // (algo.hparams.num_envs * algo.hparams.horizon)):
         algo.collect()
-    return steps / (time.perf_counter() - start)
+    return steps / (clock() - start)
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -143,8 +152,13 @@ def main() -> None:
     parser.add_argument(
         "--collects", type=int, default=16, help="collects' worth of env steps per timing"
     )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
+    if args.clock == "cpu" and "async" in args.modes:
+        parser.error("--clock cpu times this process only: use it with --modes sync")
+    global clock
+    clock = CLOCKS[args.clock]
     torch.set_num_threads(1)
     results = {}
     for env_id in args.envs:
@@ -172,6 +186,7 @@ def main() -> None:
             args.json,
             {
                 "repeats": args.repeats,
+                "clock": args.clock,
                 "configs": {e: CASES[e] for e in args.envs},
                 "results": results,
             },

@@ -163,16 +163,12 @@ class GymnasiumEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         n, device = self.num_envs, self.device
-        obs, rewards, terminated, truncated, infos = self._run(
+        batch, rewards, terminated, truncated, infos = self._run(
             self._vector.step, self._env_actions(action)
         )
-        obs = self._convert(obs, n)
-        final_obs = obs
+        obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:  # copies that finished: their last observation, from the same step
-            done = np.flatnonzero(infos["_final_obs"])
-            final_obs = obs.clone()
-            rows = self._convert(self._batch(infos["final_obs"][done]), len(done))
-            final_obs[torch.from_numpy(done).to(device)] = rows
+            final_obs = self._final_obs(batch, obs, infos)
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -185,12 +181,22 @@ class GymnasiumEnv(Env):
             device=device,
         )
 
-    def _batch(self, observations: np.ndarray) -> Any:
-        """One batch (as the vector env returns them) of an object array of single observations."""
+    def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
+        """``obs`` with the rows of the copies that finished replaced by their final observations."""
+        done = np.flatnonzero(infos["_final_obs"])
+        if isinstance(batch, np.ndarray):  # rows written over a copy of the array, one conversion:
+            final = batch.copy()  # 24 vs 53 us (medians) converting the rows apart, CartPole x 32
+            for i in done:
+                final[i] = infos["final_obs"][i]
+            return self._convert(final, self.num_envs)
         from gymnasium.vector.utils import concatenate, create_empty_array
 
-        space = self._observation_space
-        return concatenate(space, list(observations), create_empty_array(space, len(observations)))
+        space, rows = self._observation_space, list(infos["final_obs"][done])
+        final_obs = obs.clone()
+        final_obs[torch.from_numpy(done).to(self.device)] = self._convert(
+            concatenate(space, rows, create_empty_array(space, len(rows))), len(rows)
+        )
+        return final_obs
 
     def render(self) -> np.ndarray:
         """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]`` (only copy 0 renders)."""
