@@ -375,6 +375,4 @@ def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> An
     return monitor
 
 
-def mlflow_version() -> str:
-    return mlflow.__version__
 

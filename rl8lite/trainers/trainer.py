@@ -6,6 +6,7 @@ and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 
 from __future__ import annotations
 
+import inspect
 import signal
 import time
 from collections.abc import Iterable
@@ -17,7 +18,6 @@ from ..conditions import Condition
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
 from .. import tracking
-from ..tracking import NullTracker, Tracker
 from . import checkpoints
 from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
 from .progress import ProgressReport
@@ -75,7 +75,7 @@ class Trainer:
         tags: dict[str, Any] | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
         registered_model_name: str | None = None,
         log_system_metrics: bool = False,
     ) -> None:
@@ -90,7 +90,7 @@ class Trainer:
         self.progress = ProgressReport(enabled=progress and ranks.is_main)
         self.save_policy = save_policy
         self._model_rebuild_checked = False
-        self.tracker: Tracker
+        self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
                 self.tracker = tracker or tracking.MlflowTracker(
@@ -104,7 +104,7 @@ class Trainer:
             if ranks.is_main:
                 ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
             else:
-                self.tracker = NullTracker(folder or None)
+                self.tracker = tracking.NullTracker(folder or None)
         if not getattr(self.tracker, "resumed", False):
             self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
 
@@ -285,7 +285,7 @@ class Trainer:
             >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
         """
         policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
-        if not isinstance(self.tracker, tracking.MlflowTracker):  # a custom tracker's protocol
+        if "step" not in inspect.signature(self.tracker.log_policy).parameters:  # a plain Tracker
             return self.tracker.log_policy(policy, spec, name)
         return self.tracker.log_policy(
             policy, spec, name, step=self.state["env/steps"],
@@ -370,7 +370,7 @@ class Trainer:
         device: str | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
     ) -> Trainer:
         """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
         reopen its MLflow run: the step axis continues, params are not logged again.
