@@ -47,10 +47,11 @@ def warn_retry_once(tracking_uri: str, error: BaseException) -> None:
         return
     _warned = True
     reason = " ".join(str(error).split())[:200]
-    warnings.warn(
-        f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they are kept"
-        " and retried every second (shown once per process). Many processes on one SQLite store: see"
-        " the README's MLflow section for an mlflow server",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+    with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
+        warnings.warn(
+            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they are kept"
+            " and retried every second (shown once per process). Many processes on one SQLite store: see"
+            " the README's MLflow section for an mlflow server",
+            RuntimeWarning,
+            stacklevel=2,
+        )
