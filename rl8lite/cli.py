@@ -17,7 +17,7 @@ import sysconfig
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ._version import __version__
 from .algorithms import ConfigError
@@ -25,6 +25,7 @@ from .algorithms.checks import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
 from .runtime.checkpoint_files import CheckpointError
+from .runtime.distributed import DistributedError, Ranks
 from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
 from .tracking.export import ExportError, export_policy
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 #: and specs): one line, status 2.
 _INPUT_ERRORS = (
     ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError, SpecError,
-    CheckpointError, TrackingError, ExportError,
+    CheckpointError, TrackingError, ExportError, DistributedError,
 )
 #: Built-in errors that are one line and status 2 only when rl8lite's own code raised
 #: them (no such config file, a dotted path that does not import, num_envs above
@@ -231,11 +232,15 @@ def _train(args: argparse.Namespace) -> int:
             raise  # the user's env or model code raised it: keep the traceback (status 1)
         return _error(e)
 
-    hp = algorithm.hparams
-    print(
+    hp, ranks = algorithm.hparams, algorithm.ranks
+    where = hp.device
+    if ranks.distributed:  # every process its own copies and device
+        where = f"{ranks.world_size} processes ({hp.device.split(':')[0]}), {hp.num_envs} envs each"
+    say(
+        ranks,
         f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x {hp.horizon}"
-        f" steps per training step) on {hp.device}"
-        + (f" until {args.max_steps:,} env steps" if args.max_steps else " until Ctrl-C")
+        f" steps per training step) on {where}"
+        + (f" until {args.max_steps:,} env steps" if args.max_steps else " until Ctrl-C"),
     )
     tracker = trainer.tracker
     if isinstance(tracker, MlflowTracker):
@@ -248,14 +253,20 @@ def _train(args: argparse.Namespace) -> int:
             trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
         except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
             steps = trainer.state["env/steps"]
-            print(f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
+            say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
             status = 130
-        if args.save is not None:
+        if args.save is not None and ranks.is_main:
             save_policy(algorithm, args.save)
             print(f"rl8lite: saved the policy to {args.save} (load it with mlflow.pyfunc.load_model)")
     finally:
         algorithm.close()  # e.g. a Gymnasium env's worker processes
     return status
+
+
+def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:
+    """Print ``message`` once per job: on rank 0 (the only process without torchrun)."""
+    if ranks.is_main:
+        print(message, file=file or sys.stdout, flush=True)
 
 
 def save_policy(algorithm: Algorithm, path: str | Path) -> None:

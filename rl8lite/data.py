@@ -38,3 +38,7 @@ class DataKeys:
     ACTION_MASK = "action_mask"
     #: Distribution inputs produced by a model.
     FEATURES = "features"
+    #: A window of past steps (:mod:`rl8lite.views`), padding included: ``[B, size, ...]``.
+    INPUTS = "inputs"
+    #: Which steps of a window are padding (``True``) rather than data: ``[B, size]`` bool.
+    PADDING_MASK = "padding_mask"

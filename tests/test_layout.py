@@ -93,10 +93,23 @@ def test_only_the_tracking_package_imports_mlflow() -> None:
 
 @pytest.mark.parametrize("name", [
     "rl8lite.env", "rl8lite.specs", "rl8lite.data", "rl8lite.models", "rl8lite.distributions",
-    "rl8lite.conditions", "rl8lite.schedulers", "rl8lite.algorithms", "rl8lite.trainers",
+    "rl8lite.conditions", "rl8lite.schedulers", "rl8lite.algorithms", "rl8lite.trainers", "rl8lite.nn",
+    "rl8lite.nn.functional", "rl8lite.nn.modules", "rl8lite.views",
 ])
 def test_rl8s_public_modules_are_where_rl8_users_import_them(name: str) -> None:
     assert importlib.import_module(name).__doc__
+
+
+def test_model_building_blocks_do_not_import_the_algorithm_package() -> None:
+    """Models import rl8lite.nn and rl8lite.views; the algorithm package imports models."""
+    graph = {name: module_level_imports(name, path) for name, path in MODULES.items()}
+    for root in ("rl8lite.nn", "rl8lite.views"):
+        seen, todo = set(), [root]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        assert not {m for m in seen if m.startswith(("rl8lite.algorithms", "rl8lite.models"))}, (root, seen)
 
 
 def test_classes_stored_by_their_old_dotted_paths_still_import() -> None:

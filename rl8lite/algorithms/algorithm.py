@@ -16,12 +16,13 @@ from .._version import __version__
 from ..data import DataKeys
 from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
+from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import qualified_name
 from ..runtime.malloc import keep_freed_memory
 from ..runtime.memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
 from ..runtime.seeding import seed_everything
 from ..schedulers import EntropyScheduler, LRScheduler
-from .advantages import generalized_advantage_estimate, normalization
+from .advantages import generalized_advantage_estimate
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
 from .checks import dry_run
 from .chunks import CPU_COLLECT_CHUNK, CPU_UPDATE_CHUNK, resolve_chunk_size
@@ -29,11 +30,12 @@ from .config import (
     AlgorithmConfig,
     ConfigError,
     RecurrentAlgorithmConfig,
-    resolve_device,
+    optimizer_kwargs,
     resolve_horizons_per_env_reset,
 )
+from .data_parallel import WholeBatch, broadcast_module_, check_same_config
 from .policy import Policy, build_policy
-from .recurrence import Feedforward, Recurrence, Recurrent
+from .recurrence import recurrence_for
 from .rollout import Rollout
 from .statistics import CollectStatistics
 from .update import PPOUpdate
@@ -63,6 +65,11 @@ class Algorithm:
     or a recurrent state), the :attr:`statistics` of each collect, and the
     :attr:`update` (SGD passes over the buffer). A recurrent model makes the
     algorithm recurrent; :class:`RecurrentAlgorithm` is rl8's name for it.
+
+    Started by ``torchrun`` (several processes), each process is one rank of a
+    data-parallel job (:mod:`rl8lite.algorithms.data_parallel`): ``num_envs`` copies of its
+    own, seeded ``seed + rank``, parameters broadcast from rank 0, gradients and
+    whole-batch statistics taken over every rank, and counts (``env/steps``) global.
 
     Args:
         env_cls: The env class; built as ``env_cls(num_envs, horizon, device=...)``.
@@ -96,16 +103,25 @@ class Algorithm:
         config = (config or AlgorithmConfig()).replace(**overrides)
         config.validate()
         self.env_cls = env_cls
-        self.device = resolve_device(config.device)
+        #: This process's place among the training processes (one, without torchrun).
+        self.ranks: Ranks
+        self.ranks, self.device = join_process_group(config.device)
+        self._build(config)
+
+    @shares_failures
+    def _build(self, config: AlgorithmConfig) -> None:
+        env_cls = self.env_cls
         if config.tune_malloc and self.device.type == "cpu":
             keep_freed_memory()
         if config.seed is not None:
-            seed_everything(config.seed)
+            seed_everything(config.seed + self.ranks.rank)
         self.hparams = hp = dataclasses.replace(
             config,
             horizons_per_env_reset=resolve_horizons_per_env_reset(config, env_cls),
             device=str(self.device),
         )
+        if self.ranks.distributed:
+            check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), env_cls)
         env_kwargs: dict[str, Any] = {"device": self.device}
         if config.env_config:
             env_kwargs["config"] = dict(config.env_config)
@@ -115,16 +131,19 @@ class Algorithm:
             self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls).to(self.device)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
+        broadcast_module_(self.policy, self.ranks)
         self.buffer = allocate_buffer(
             obs_spec, action_spec, num_envs=hp.num_envs, horizon=hp.horizon, device=self.device,
             normalize_rewards=hp.normalize_rewards,
         )
         collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, CPU_COLLECT_CHUNK)
-        self.recurrence = self._build_recurrence(collect_chunk)
+        self.recurrence = recurrence_for(self.policy, hp, self.device, collect_chunk)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
         self.statistics = CollectStatistics(
-            hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards, device=self.device
+            hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards, device=self.device,
+            ranks=self.ranks,
         )
+        self.whole_batch = WholeBatch(self.ranks)
         try:
             self.optimizer = hp.optimizer_cls(self.policy.parameters(), **self.optimizer_config)
         except (TypeError, ValueError) as e:
@@ -137,42 +156,18 @@ class Algorithm:
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
             chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, CPU_UPDATE_CHUNK),
+            ranks=self.ranks,
         )
         self.state = AlgorithmState()
         self._needs_reset = True
 
-    def _build_recurrence(self, collect_chunk: int | None) -> Recurrence:
-        hp = self.hparams
-        if not self.policy.recurrent:
-            # On a CPU the compiled sampling step measured slower than eager at every size
-            # (13% at 8 envs, 1% at 4096; one thread, 2x256 MLPs): only the update is compiled.
-            compile_sampling = hp.compile and self.device.type != "cpu"
-            return Feedforward(self.policy, hp.horizon, collect_chunk, compile_sampling=compile_sampling)
-        if not isinstance(hp, RecurrentAlgorithmConfig):
-            raise ConfigError(
-                f"{type(self.policy.model).__name__} is a RecurrentModel: train it with a"
-                " RecurrentAlgorithmConfig (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset"
-            )
-        return Recurrent(
-            self.policy, num_envs=hp.num_envs, horizon=hp.horizon, seq_len=hp.seq_len,
-            seqs_per_state_reset=hp.seqs_per_state_reset, chunk_rows=collect_chunk, device=self.device,
-        )
-
     @property
     def optimizer_config(self) -> dict[str, Any]:
-        """The optimizer's keyword arguments: ``lr=3e-4`` and, for Adam/AdamW unless
-        ``fused``/``foreach`` is given, the fused implementation (one kernel per step;
-        ~20% faster updates on CPU, same math)."""
-        config: dict[str, Any] = {"lr": 3e-4, **(self.hparams.optimizer_config or {})}
-        if (
-            self.hparams.optimizer_cls in (torch.optim.Adam, torch.optim.AdamW)
-            and "fused" not in config
-            and "foreach" not in config
-        ):
-            config["fused"] = True
-        return config
+        """The optimizer's keyword arguments (see :func:`~rl8lite.algorithms.config.optimizer_kwargs`)."""
+        return optimizer_kwargs(self.hparams)
 
     # ------------------------------------------------------------------ collect
+    @shares_failures
     def collect(
         self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False
     ) -> dict[str, float]:
@@ -201,12 +196,14 @@ class Algorithm:
             self.state.reward_scale = stats["coefficients/reward_scale"]
         self.state.horizons += 1
         self.state.buffered = True
-        stats["env/steps"] = float(self.hparams.num_envs * self.hparams.horizon)
-        stats["env/resets"] = float(self.hparams.num_envs if reset else 0)
+        copies = self.hparams.num_envs * self.ranks.world_size
+        stats["env/steps"] = float(copies * self.hparams.horizon)
+        stats["env/resets"] = float(copies if reset else 0)
         stats["profiling/collect_ms"] = 1000.0 * (time.perf_counter() - start)
         return stats
 
     # ------------------------------------------------------------------ step
+    @shares_failures
     def step(self) -> dict[str, float]:
         """Update the policy from the buffered collect; return loss and monitor stats."""
         if not self.state.buffered:
@@ -229,12 +226,13 @@ class Algorithm:
             final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
             out=(buf[DataKeys.ADVANTAGES][:, :horizon, 0], buf[DataKeys.RETURNS][:, :horizon, 0]),
         )
-        explained_variance = 1.0 - (returns - values[:, :horizon]).var() / (returns.var() + _EPS)
+        whole = self.whole_batch  # this buffer's samples, or every rank's
+        explained_variance = 1.0 - whole.var(returns - values[:, :horizon]) / (whole.var(returns) + _EPS)
 
         # --- the update reads chunks straight from the buffer (no flattened copies);
-        # advantages are normalised chunk by chunk with the whole buffer's statistics
+        # advantages are normalised chunk by chunk with the whole batch's statistics
         batch = self.recurrence.update_batch(
-            buf, normalization(advantages) if hp.normalize_advantages else None
+            buf, whole.normalization(advantages) if hp.normalize_advantages else None
         )
         if hp.enable_amp:
             self.update.recompute_old_logp(batch)
@@ -244,7 +242,7 @@ class Algorithm:
         result = self.update.run(batch, entropy_coeff_used)
 
         # --- schedules move with training env transitions (the logged env/steps axis)
-        env_steps = hp.num_envs * horizon * (self.state.steps + 1)
+        env_steps = hp.num_envs * self.ranks.world_size * horizon * (self.state.steps + 1)
         self.lr_scheduler.step(env_steps)
         self.entropy_scheduler.step(env_steps)
         self.state.buffered = False
@@ -355,6 +353,7 @@ class Algorithm:
         params["optimizer_config"] = self.optimizer_config
         params["model_config"] = self.policy.model.config if hasattr(self.policy.model, "config") else hp.model_config
         params["num_parameters"] = sum(p.numel() for p in self.policy.parameters())
+        params["world_size"] = self.ranks.world_size  # num_envs is per process
         params["versions/rl8lite"] = __version__
         params["versions/torch"] = torch.__version__
         params["versions/tensordict"] = tensordict.__version__

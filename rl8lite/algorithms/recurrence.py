@@ -18,6 +18,7 @@ from tensordict import TensorDict
 from ..data import DataKeys
 from ..runtime.memory import tensor_bytes
 from .chunks import in_chunks
+from .config import ConfigError, RecurrentAlgorithmConfig
 from .policy import Policy
 from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
@@ -294,3 +295,21 @@ class Recurrent:
         self.states = state["states"].to(self.device)
         self.sequence_states = state["sequence_states"].to(self.device)
         self.seqs = int(state["seqs"])
+
+
+def recurrence_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None) -> Recurrence:
+    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else :class:`Feedforward`."""
+    if not policy.recurrent:
+        # On a CPU the compiled sampling step measured slower than eager at every size
+        # (13% at 8 envs, 1% at 4096; one thread, 2x256 MLPs): only the update is compiled.
+        compile_sampling = config.compile and device.type != "cpu"
+        return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
+    if not isinstance(config, RecurrentAlgorithmConfig):
+        raise ConfigError(
+            f"{type(policy.model).__name__} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
+            " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset"
+        )
+    return Recurrent(
+        policy, num_envs=config.num_envs, horizon=config.horizon, seq_len=config.seq_len,
+        seqs_per_state_reset=config.seqs_per_state_reset, chunk_rows=chunk_rows, device=device,
+    )

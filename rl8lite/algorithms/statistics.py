@@ -8,7 +8,9 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys
+from ..runtime.distributed import Ranks
 from .advantages import discounted_return_trace, episode_statistics
+from .data_parallel import WholeBatch, pool_collect_stats
 from .reductions import extrema
 
 
@@ -17,18 +19,24 @@ class CollectStatistics:
 
     Carries, per copy, the running discounted return (reward normalisation) and the
     return and length of the ongoing episode, so that statistics of episodes that
-    span several collects are exact. :meth:`restart` zeroes them at env resets.
+    span several collects are exact. :meth:`restart` zeroes them at env resets. With
+    several ranks the statistics are those of every rank's copies.
 
     Args:
-        num_envs: Env copies.
+        num_envs: Env copies (of this rank).
         gamma: Discount of the running returns whose std scales rewards.
         normalize_rewards: Whether to compute the reward scale.
         device: Device of the carries.
+        ranks: The training processes (default: this one alone).
     """
 
-    def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool, device: torch.device) -> None:
+    def __init__(
+        self, num_envs: int, *, gamma: float, normalize_rewards: bool, device: torch.device, ranks: Ranks | None = None
+    ) -> None:
         self.gamma = gamma
         self.normalize_rewards = normalize_rewards
+        self.ranks = ranks or Ranks()
+        self.whole_batch = WholeBatch(self.ranks)
         self.discounted_return = torch.zeros(num_envs, device=device)
         self.episode_return = torch.zeros(num_envs, device=device)
         self.episode_length = torch.zeros(num_envs, dtype=torch.long, device=device)
@@ -71,7 +79,7 @@ class CollectStatistics:
                 out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0],
             )
             self.discounted_return = trace[:, -1] * (1.0 if ends is None else (~ends[:, -1]).float())
-            values["coefficients/reward_scale"] = trace.std(correction=0)
+            values["coefficients/reward_scale"] = self.whole_batch.population_std(trace)
         if ends is not None:
             episodes = episode_statistics(rewards, ends, self.episode_return, self.episode_length)
             self.episode_return = episodes["carry_return"]
@@ -82,6 +90,15 @@ class CollectStatistics:
             values["episodes/return_min"] = episodes["return_min"]
             values["episodes/return_max"] = episodes["return_max"]
             values["episodes/length_mean"] = episodes["length_sum"].double() / count
+            if self.ranks.distributed:
+                values["episodes/return_sum"] = episodes["return_sum"]
+                values["episodes/length_sum"] = episodes["length_sum"].double()
+        if self.ranks.distributed:
+            values = pool_collect_stats(values, self.ranks)
+            if ends is not None:
+                count = values["episodes/count"]
+                values["episodes/return_mean"] = values.pop("episodes/return_sum") / count
+                values["episodes/length_mean"] = values.pop("episodes/length_sum") / count
         numbers = torch.stack([v.double() for v in values.values()]).tolist()
         stats = dict(zip(values, numbers))
         if ends is not None and stats["episodes/count"] == 0:

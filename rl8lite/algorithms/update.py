@@ -11,9 +11,11 @@ from typing import Any
 import torch
 
 from ..data import DataKeys
+from ..runtime.distributed import Ranks
 from .checks import NonFiniteError
 from .chunks import index_dtype
 from .config import AlgorithmConfig
+from .data_parallel import GradientAverager, WholeBatch
 from .gradients import clip_grads_to_norm_, total_grad_norm
 from .losses import PPOLosses, ppo_losses
 from .update_batch import UpdateBatch
@@ -49,6 +51,9 @@ class PPOUpdate:
         hparams: The algorithm's config.
         device: The algorithm's device.
         chunk_samples: Largest number of samples per forward/backward (``None``: whole minibatches).
+        ranks: The training processes: with several, each optimizer step averages the
+            gradient over them, and the KL early stop and the reported means cover every
+            rank's samples (default: this process alone).
     """
 
     def __init__(
@@ -61,8 +66,12 @@ class PPOUpdate:
         hparams: AlgorithmConfig,
         device: torch.device,
         chunk_samples: int | None,
+        ranks: Ranks | None = None,
     ) -> None:
         self.optimizer = optimizer
+        self.ranks = ranks or Ranks()
+        self.whole_batch = WholeBatch(self.ranks)
+        self.average_gradients = GradientAverager(params, self.ranks) if self.ranks.distributed else None
         self.params = params
         self.evaluate = evaluate
         self.unit_length = unit_length
@@ -133,11 +142,12 @@ class PPOUpdate:
             if hp.target_kl_div is not None:
                 kl_index = PPOLosses._fields.index("kl_div")
                 pass_sums = self._weighted_sums(table[pass_start : len(counts)], counts[pass_start:])
-                if pass_sums[kl_index] / (size * unit) > 1.5 * hp.target_kl_div:
+                (kl_sum,) = self.whole_batch.sums([pass_sums[kl_index]])
+                if kl_sum / (size * unit * self.ranks.world_size) > 1.5 * hp.target_kl_div:
                     break
         grad_norm = float(torch.stack(grad_norms).mean()) if grad_norms else 0.0
-        sums = self._weighted_sums(table[: len(counts)], counts)
-        samples = float(sum(counts))
+        sums = self.whole_batch.sums(self._weighted_sums(table[: len(counts)], counts))
+        samples = float(sum(counts) * self.ranks.world_size)
         means = {name: float(total / samples) for name, total in zip(PPOLosses._fields, sums)}
         return UpdateResult(means, passes, grad_norm)
 
@@ -209,6 +219,9 @@ class PPOUpdate:
 
         ``chunk_losses``: the total loss of every chunk whose gradient this step takes.
         """
+        if self.average_gradients is not None:
+            # Every rank's loss, so every rank takes the same decision below.
+            chunk_losses = self.average_gradients(chunk_losses.sum()).reshape(1)
         params = [p for p in self.params if p.grad is not None]
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(self.optimizer)

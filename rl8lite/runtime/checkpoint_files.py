@@ -110,11 +110,20 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def numbered_checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """``folder``'s ``checkpoint-<env steps>.pt`` files as ``(env steps, path)``, fewest first."""
+def rank_file(path: str | os.PathLike[str], rank: int) -> Path:
+    """The file rank ``rank`` of a multi-process run writes for checkpoint ``path``:
+    ``path`` itself for rank 0, ``<stem>.rank<rank><suffix>`` beside it for the others."""
+    path = Path(path)
+    return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def numbered_checkpoints(folder: str | os.PathLike[str], rank: int = 0) -> list[tuple[int, Path]]:
+    """``folder``'s checkpoints of ``rank`` (``checkpoint-<env steps>.pt``, or its
+    :func:`rank_file`) as ``(env steps, path)``, fewest first."""
+    pattern = _NUMBERED if rank == 0 else re.compile(rf"checkpoint-(\d+)\.rank{rank}\.pt")
     found = []
     for path in Path(folder).glob("checkpoint-*.pt"):
-        match = _NUMBERED.fullmatch(path.name)
+        match = pattern.fullmatch(path.name)
         if match:
             found.append((int(match.group(1)), path))
     return sorted(found)

@@ -5,16 +5,26 @@ reference (:func:`rl8lite.env.env_reference`: a dotted path, or a Gymnasium env'
 options), the algorithm and the config's classes as dotted paths, the config's values,
 the algorithm's state (policy, optimizer, schedules, carries, buffer, env), the
 trainer's counters, the RNG states and the MLflow run to continue.
+
+In multi-process training every rank writes a whole checkpoint of its own (its env
+copies, buffer, carries and random streams differ; parameters and optimizer state
+are the same on every rank): rank 0 the named file, rank ``k`` the file beside it
+that :func:`~rl8lite.runtime.checkpoint_files.rank_file` names, so that each machine
+holds what its ranks need. Each rank resumes from its own file, under the same
+world size.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 
 from ..algorithms import Algorithm, AlgorithmConfig, RecurrentAlgorithmConfig
 from ..env import env_reference, import_env_class
@@ -72,6 +82,30 @@ def rebuild_problem(model: torch.nn.Module, observation_spec: Any, action_spec: 
     return None
 
 
+def process_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this process, from the process group or torchrun's variables."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
+    """Warn when the model instance in the config cannot be rebuilt from its class and
+    config, which is all a checkpoint keeps of it (its weights are still saved)."""
+    model = algorithm.hparams.model
+    if model is None:
+        return
+    problem = rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
+    if problem is not None:
+        warnings.warn(
+            f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
+            f" instance as its class and config, and {problem}. Pass every constructor argument"
+            " on to Model.__init__(**config), or use model_cls= and model_config=.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
 def trainer_payload(trainer: Trainer) -> dict[str, Any]:
     """Everything that continues ``trainer`` exactly, as plain data.
 
@@ -96,29 +130,32 @@ def trainer_payload(trainer: Trainer) -> dict[str, Any]:
             "run_id": getattr(tracker, "run_id", None),
             "tracking_uri": getattr(tracker, "tracking_uri", None),
         },
+        "world_size": algorithm.ranks.world_size,
+        "rank": algorithm.ranks.rank,
     }
 
 
 def write_trainer_checkpoint(trainer: Trainer, path: str | Path | None, keep: int | None) -> Path:
     """Write ``trainer``'s checkpoint (see :meth:`rl8lite.Trainer.save_checkpoint`)."""
-    tracker = trainer.tracker
+    tracker, ranks = trainer.tracker, trainer.algorithm.ranks
     payload = trainer_payload(trainer)
     folder = getattr(tracker, "checkpoint_dir", None)
     if path is None:
         if folder is None:
             raise ValueError("this tracker has no checkpoint folder: pass path=")
         path = Path(folder) / f"checkpoint-{trainer.state['env/steps']:012d}.pt"
-    written = files.write_atomic(payload, path)
-    if folder is not None:
-        files.point_latest(folder, written)  # the commit point: now the run's latest
-    if hasattr(tracker, "log_artifact"):
+    written = files.write_atomic(payload, files.rank_file(path, ranks.rank))
+    ranks.barrier()  # every rank's file is complete before 'latest' names the checkpoint
+    if folder is not None and ranks.local_rank == 0:
+        files.point_latest(folder, path)  # the commit point: now the run's latest
+    if ranks.is_main and hasattr(tracker, "log_artifact"):
         with tempfile.TemporaryDirectory() as tmp:
             latest = Path(tmp) / "latest.pt"
             latest.symlink_to(written.resolve())
             tracker.log_artifact(latest, "checkpoints")
     if keep is not None and folder is not None and written.parent == Path(folder):
         steps = trainer.state["env/steps"]
-        history = [old for n, old in files.numbered_checkpoints(folder) if n <= steps]
+        history = [old for n, old in files.numbered_checkpoints(folder, ranks.rank) if n <= steps]
         for old in history[:-keep]:  # history ends with the file just written
             old.unlink(missing_ok=True)
     return written
@@ -144,13 +181,17 @@ def algorithm_from_payload(payload: dict[str, Any], path: Path, device: str | No
     return algorithm
 
 
-def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
-    """The checkpoint a run id resumes from (see :meth:`rl8lite.Trainer.from_checkpoint`)."""
+def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
+    """The checkpoint a run id resumes from (see :meth:`rl8lite.Trainer.from_checkpoint`);
+    for ``rank > 0``, rank 0's name of it (the rank's own file is beside it)."""
     uri = tracking_uri or default_tracking_uri()
     folder = checkpoint_dir(uri, run_id)
     latest = files.latest_in(folder)
-    if latest is not None and latest.is_file():
+    if latest is not None and files.rank_file(latest, rank).is_file():
         return latest
+    if rank:  # its own file must be on this machine (the MLflow artifact is rank 0's)
+        missing = files.rank_file(latest, rank) if latest is not None else folder / "latest"
+        raise files.CheckpointError(f"run {run_id!r}: rank {rank} has no checkpoint file {str(missing)!r}")
     numbered = files.numbered_checkpoints(folder)
     if numbered and latest is None:  # a folder from before the record
         return numbered[-1][1]
@@ -161,3 +202,43 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None) -> Path:
         if numbered:  # the named file is gone and no artifact: the most env steps, as before
             return numbered[-1][1]
         raise files.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
+
+
+def resume(
+    trainer_cls: type[Trainer],
+    path_or_run_id: str | Path,
+    *,
+    tracking_uri: str | None,
+    device: str | None,
+    tracker: Any,
+    **trainer_options: Any,
+) -> Trainer:
+    """What :meth:`rl8lite.Trainer.from_checkpoint` does (see there)."""
+    rank, world_size = process_rank()
+    path = Path(path_or_run_id)
+    if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
+        path = latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
+    own = files.rank_file(path, rank)  # each rank resumes from its own file
+    payload = files.read_checkpoint(own)
+    saved_world_size = int(payload.get("world_size", 1))
+    if saved_world_size != world_size:
+        raise files.CheckpointError(
+            f"checkpoint {str(own)!r} was written by {saved_world_size} process(es) and is resumed by"
+            f" {world_size}: each rank's env copies, buffer and random streams are saved per rank,"
+            f" so resume with {saved_world_size} process(es) (torchrun --nproc_per_node/--nnodes)"
+        )
+    run = payload["run"]
+    if tracker is None and run["run_id"] is None and rank == 0:
+        raise files.CheckpointError(
+            f"checkpoint {str(own)!r} was written with a custom tracker and names no MLflow run"
+            " to reopen: pass tracker= to from_checkpoint"
+        )
+    algorithm = algorithm_from_payload(payload, own, device)
+    if tracker is None and algorithm.ranks.is_main:
+        from ..tracking import MlflowTracker
+
+        tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
+    trainer = trainer_cls(algorithm, tracker=tracker, **trainer_options)
+    trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
+    files.restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
+    return trainer

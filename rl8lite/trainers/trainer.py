@@ -6,31 +6,23 @@ and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 
 from __future__ import annotations
 
+import inspect
 import signal
-import sys
 import time
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any
 
 from ..algorithms import Algorithm
 from ..conditions import Condition
-from ..runtime.checkpoint_files import CheckpointError, read_checkpoint, restore_rng
+from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
-from ..tracking import MlflowTracker, Tracker, mlflow_version
-from ..tracking.export import ExportError
+from .. import tracking
 from . import checkpoints
 from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
-
-_PROGRESS_KEYS = (
-    "episodes/return_mean",
-    "returns/mean",
-    "losses/total",
-    "monitors/kl_div",
-    "throughput/env_steps_per_s",
-)
-
+from .progress import ProgressReport
+from .artifacts import VideoSchedule, record_video, save_policy_or_warn
+from .decisions import agree, end_run, exit_for, exit_status
 
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
@@ -40,9 +32,15 @@ class Trainer:
     step with ``step = env steps``. Use it as a context manager, or call
     :meth:`close`, to end the run; :meth:`run` ends it too when it returns or fails.
 
+    In multi-process training (``torchrun``), every rank runs the same trainer: rank 0
+    alone talks to MLflow (one run, stats over every rank) and prints; decisions (stop
+    conditions, signals on any rank) are agreed so every rank acts at the same step;
+    each rank writes its own checkpoint file.
+
     Args:
         algorithm: The algorithm to train.
-        experiment_name: MLflow experiment (default: the env class name).
+        experiment_name: MLflow experiment. Default: the one set with ``mlflow.set_experiment``
+            (or ``MLFLOW_EXPERIMENT_NAME``/``MLFLOW_EXPERIMENT_ID``), else the env class name.
         run_name: MLflow run name.
         tags: MLflow run tags.
         progress: Print a one-line progress report per step of :meth:`run`
@@ -51,6 +49,13 @@ class Trainer:
             :meth:`run` finishes normally (see :meth:`log_policy`).
         tracker: A custom tracker instead of MLflow (anything with the
             :class:`~rl8lite.tracking.Tracker` methods).
+        registered_model_name: Also register the policy :meth:`run` logs as a new version
+            of this registered model.
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, GPU
+            where present) to the run; needs ``psutil`` (``rl8lite[system-metrics]``).
+
+    While the trainer is open its run is MLflow's active run, so ``mlflow.active_run()``
+    and your own ``mlflow.log_*`` calls find it; closing the trainer ends it.
 
     Examples:
         >>> from rl8lite import Algorithm, Trainer
@@ -70,26 +75,46 @@ class Trainer:
         tags: dict[str, Any] | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
+        registered_model_name: str | None = None,
+        log_system_metrics: bool = False,
     ) -> None:
         self.algorithm = algorithm
+        self.registered_model_name = registered_model_name
         self.state: dict[str, int] = {
             "algorithm/collects": 0,
             "algorithm/steps": 0,
             "env/steps": 0,
         }
-        self.progress = progress
+        ranks = algorithm.ranks
+        self.progress = ProgressReport(enabled=progress and ranks.is_main)
         self.save_policy = save_policy
         self._model_rebuild_checked = False
-        self.tracker: Tracker = tracker or MlflowTracker(
-            experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
-        )
+        self.tracker: tracking.Tracker
+        with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
+            if ranks.is_main:
+                self.tracker = tracker or tracking.MlflowTracker(
+                    experiment_name, default_experiment=type(algorithm.env).__name__, run_name=run_name,
+                    tags=tags, log_system_metrics=log_system_metrics,
+                )
+        if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
+            folder = ranks.broadcast_object(
+                str(getattr(self.tracker, "checkpoint_dir", None) or "") if ranks.is_main else None
+            )
+            if ranks.is_main:
+                ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
+            else:
+                self.tracker = tracking.NullTracker(folder or None)
         if not getattr(self.tracker, "resumed", False):
-            self.tracker.log_params({**algorithm.params, "versions/mlflow": mlflow_version()})
-        self._last_progress = 0.0
-        self._last_progress_step = -1
+            self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
+
+    @property
+    def ranks(self) -> Ranks:
+        """The training processes (see :class:`~rl8lite.runtime.distributed.Ranks`)."""
+        return self.algorithm.ranks
 
     # ------------------------------------------------------------------ training
+    @shares_failures
     def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
         start = time.perf_counter()
@@ -110,6 +135,7 @@ class Trainer:
         self.tracker.log_metrics(train_stats, step=self.state["env/steps"])
         return train_stats
 
+    @shares_failures
     def eval(
         self,
         *,
@@ -156,8 +182,12 @@ class Trainer:
         stop_conditions: Iterable[Condition] | None = None,
         checkpoint_every: int | None = None,
         keep_checkpoints: int = 3,
+        steps_per_video: int | None = None,
     ) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
+
+        With ``steps_per_video``, :meth:`record_video` records every that many steps and once
+        at the end (an env without ``render()`` is a warning, once, and training goes on).
 
         With ``checkpoint_every``, a checkpoint is written every that many steps
         (the last ``keep_checkpoints`` are kept on disk; the latest is also the
@@ -187,73 +217,110 @@ class Trainer:
             checkpoint_every=checkpoint_every,
             keep_checkpoints=keep_checkpoints,
         )
+        check_positive_int("steps_per_video", steps_per_video, optional=True)
+        videos = VideoSchedule(self, steps_per_video)
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
-        late_stop: int | None = None
+        ranks = self.algorithm.ranks
+        stop_signal: int | None = None
         try:
-            with SignalRequests() as requests:
+            with SignalRequests() as requests, ranks.sharing_failures():
                 while True:
                     train_stats = self.step(env_config=env_config)
-                    self._report(train_stats)
+                    self.progress.report(train_stats, self.state)
                     steps = self.state["algorithm/steps"]
-                    stop = any([condition(train_stats) for condition in conditions])
-                    if not stop and not requests.stop and steps_per_eval and steps % steps_per_eval == 0:
+                    # One decision for every rank: a condition or a signal on any rank counts.
+                    stop, stop_signal, checkpoint = agree(self.algorithm.ranks, 
+                        any([condition(train_stats) for condition in conditions]), requests
+                    )
+                    if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
                         self.eval(env_config=eval_env_config)
                     # After the eval: a resumed run then continues exactly where this one was.
-                    if requests.checkpoint or requests.stop or (checkpoint_every and steps % checkpoint_every == 0):
-                        requests.checkpoint = False
+                    if checkpoint or stop_signal is not None or (checkpoint_every and steps % checkpoint_every == 0):
                         self.save_checkpoint(keep=keep_checkpoints)
-                    if requests.stop is not None:
-                        self.tracker.end("KILLED", message=signal.Signals(requests.stop).name)
-                        _exit_for(requests.stop)
+                    if stop_signal is not None:
+                        self.tracker.end("KILLED", message=signal.Signals(stop_signal).name)
+                        break
                     if stop:
                         break
-                # Still under the handlers: a signal while the policy is exported or the
-                # metrics are flushed waits for them (it would kill the process and lose both).
-                self._report(train_stats, final=True)
-                if self.save_policy:
-                    self._save_policy_or_warn()
-                if requests.checkpoint:
-                    self.save_checkpoint(keep=keep_checkpoints)
-                self.tracker.end("FINISHED")
-                late_stop = requests.stop  # training had finished: the run is complete
+                    videos.after_step()
+                if stop_signal is None:
+                    # Still under the handlers: a signal while the policy is exported or the
+                    # metrics are flushed waits for them (it would kill the process and lose both).
+                    self.progress.report(train_stats, self.state, final=True)
+                    videos.after_step(final=True)
+                    if self.save_policy:
+                        save_policy_or_warn(self)
+                    _, late_stop, checkpoint = agree(self.algorithm.ranks, False, requests)
+                    if checkpoint:
+                        self.save_checkpoint(keep=keep_checkpoints)
+                    self.tracker.end("FINISHED")
+                    stop_signal = late_stop  # training had finished: the run stays complete
         except (KeyboardInterrupt, SystemExit):
-            self.tracker.end("KILLED", message="KeyboardInterrupt")
+            end_run(self, "KILLED", "KeyboardInterrupt")
             raise
         except BaseException as e:
-            self.tracker.end("FAILED", message=f"{type(e).__name__}: {e}")
+            message = f"{type(e).__name__}: {e}" if not isinstance(e, DistributedError) else str(e)
+            killed = isinstance(e, DistributedError) and ": KeyboardInterrupt" in message
+            end_run(self, "KILLED" if killed else "FAILED", message)
             raise
-        if late_stop is not None:  # after the handlers above: the run stays FINISHED
-            _exit_for(late_stop)
+        if stop_signal is not None:  # after the handlers above; the run is KILLED (or FINISHED)
+            exit_for(stop_signal)
         return train_stats
 
-    def _save_policy_or_warn(self) -> None:
-        # Training succeeded: failing to save the model (e.g. torch.export cannot trace
-        # a custom model) must not fail the run, nor lose the weights.
-        try:
-            self.log_policy()
-        except Exception as e:
-            reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
-            try:
-                kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
-            except Exception as checkpoint_error:
-                kept = f"; writing a checkpoint failed too ({type(checkpoint_error).__name__}: {checkpoint_error})"
-            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=3)
+    def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
+        """Log the policy to the run as an MLflow model; return its URI, ``runs:/<run id>/<name>``.
 
-    def log_policy(self, name: str = "policy") -> str:
-        """Save the policy to the run as an MLflow model; return its URI.
-
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic
-        actions for a numpy batch of observations (a dict of arrays for dict
-        observations); pass ``params={"deterministic": False}`` to sample.
-        Recurrent policies take and return ``"recurrent_state"`` (see
-        ``rl8lite/_pyfunc_policy.py``). Loading needs no rl8lite.
+        It is an MLflow LoggedModel of the run (the run's Models tab), with the metrics at
+        the current env step and later evaluations linked to it, loadable by that URI or
+        ``models:/<model id>`` (``trainer.tracker.model_id``) and servable with ``mlflow models
+        serve``; ``registered_model_name`` (default: the trainer's) registers a new version.
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a
+        numpy batch of observations (a dict of arrays for dict observations);
+        ``params={"deterministic": False}`` samples. Recurrent policies take and return
+        ``"recurrent_state"`` (``rl8lite/tracking/_pyfunc_policy.py``). Loading needs no rl8lite.
 
         Examples:
             >>> uri = trainer.log_policy()  # doctest: +SKIP
             >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
         """
-        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec, name)
+        policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
+        if "step" not in inspect.signature(self.tracker.log_policy).parameters:  # a plain Tracker
+            return self.tracker.log_policy(policy, spec, name)
+        return self.tracker.log_policy(
+            policy, spec, name, step=self.state["env/steps"],
+            registered_model_name=registered_model_name or self.registered_model_name,
+        )
+
+    def record_video(
+        self,
+        *,
+        env_config: dict[str, Any] | None = None,
+        name: str | None = None,
+        max_steps: int = 1000,
+        deterministic: bool = True,
+    ) -> str | None:
+        """Roll the current policy out on a separate one-copy env and log a video of it.
+
+        The env (``env_cls(1, horizon)``, reset with ``env_config``) is stepped until its
+        episode ends or ``max_steps``, and its ``render()`` frame of each step is encoded as an
+        H.264 MP4 (with the ``video`` extra; an animated GIF otherwise), downscaled to at most
+        640 pixels wide, and logged to the run as ``videos/<name or "rollout">/step_<env
+        steps>.<ext>``, with its first frame as an image under the same key (the UI's
+        image slider steps through training) and the episode's return and length as
+        metrics. The training env, buffer and random streams are untouched. Under
+        ``torchrun`` rank 0 records; the others return ``None``.
+
+        Returns:
+            The video's artifact path in the run.
+
+        Raises:
+            NotImplementedError: The env has no ``render()``.
+            ValueError: ``render()`` returns something other than an RGB ``uint8`` array, or
+                ``max_steps`` is not a positive int.
+        """
+        return record_video(self, env_config=env_config, name=name, max_steps=max_steps,
+                            deterministic=deterministic)
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
@@ -288,25 +355,10 @@ class Trainer:
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
         check_positive_int("keep", keep, optional=True)
-        self._warn_if_model_cannot_be_rebuilt()
+        if not self._model_rebuild_checked:  # once: a model instance is kept as class + config
+            self._model_rebuild_checked = True
+            checkpoints.warn_if_model_cannot_be_rebuilt(self.algorithm)
         return checkpoints.write_trainer_checkpoint(self, path, keep)
-
-    def _warn_if_model_cannot_be_rebuilt(self) -> None:
-        # A model passed as an instance is checkpointed as its class and config; the
-        # checkpoint is still written (its weights are in it), but say so once.
-        model, algorithm = self.algorithm.hparams.model, self.algorithm
-        if model is None or self._model_rebuild_checked:
-            return
-        self._model_rebuild_checked = True
-        problem = checkpoints.rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
-        if problem is not None:
-            warnings.warn(
-                f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
-                f" instance as its class and config, and {problem}. Pass every constructor argument"
-                " on to Model.__init__(**config), or use model_cls= and model_config=.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     @classmethod
     def from_checkpoint(
@@ -318,7 +370,7 @@ class Trainer:
         device: str | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
     ) -> Trainer:
         """Rebuild a trainer from a checkpoint file (or a run id's latest checkpoint) and
         reopen its MLflow run: the step axis continues, params are not logged again.
@@ -333,35 +385,25 @@ class Trainer:
         run's ``checkpoints/latest.pt`` artifact.
 
         Classes (env, model, distribution, optimizer) are imported by dotted path.
-        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU).
+        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU). Under
+        ``torchrun``, every rank calls this with the same path or run id and resumes from
+        its own file; the world size must be the one that wrote the checkpoint.
 
         Raises:
-            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, or
-                it names no MLflow run and no ``tracker`` is given.
+            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, it
+                names no MLflow run and no ``tracker`` is given, or it was written by
+                another number of processes.
         """
-        path = Path(path_or_run_id)
-        if not path.is_file() and not str(path_or_run_id).endswith(".pt"):
-            path = checkpoints.latest_checkpoint_of_run(str(path_or_run_id), tracking_uri)
-        payload = read_checkpoint(path)
-        run = payload["run"]
-        if tracker is None and run["run_id"] is None:
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} was written with a custom tracker and names no MLflow run"
-                " to reopen: pass tracker= to from_checkpoint"
-            )
-        algorithm = checkpoints.algorithm_from_payload(payload, path, device)
-        if tracker is None:
-            tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
-        trainer = cls(algorithm, progress=progress, save_policy=save_policy, tracker=tracker)
-        trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
-        restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
-        return trainer
+        return checkpoints.resume(
+            cls, path_or_run_id, tracking_uri=tracking_uri, device=device, tracker=tracker,
+            progress=progress, save_policy=save_policy,
+        )
 
     # ------------------------------------------------------------------ lifecycle
-    def close(self, status: str = "FINISHED") -> None:
+    def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Flush metrics, end the MLflow run (a user-opened run stays open) and close the env."""
         try:
-            self.tracker.end(status)
+            self.tracker.end(status, message=message)
         finally:
             self.algorithm.close()
 
@@ -369,35 +411,9 @@ class Trainer:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        try:
-            if exc_type is None:
-                self.tracker.end("FINISHED")
-            elif issubclass(exc_type, KeyboardInterrupt):
-                self.tracker.end("KILLED", message="KeyboardInterrupt")
-            else:
-                self.tracker.end("FAILED", message=f"{exc_type.__name__}: {exc}")
-        finally:
-            self.algorithm.close()
-
-    def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
-        if not self.progress:
-            return
-        # At most a line a second; the final report prints the last step unless it just did.
-        now, step = time.monotonic(), self.state["algorithm/steps"]
-        if (now - self._last_progress < 1.0 and not final) or step == self._last_progress_step:
-            return
-        self._last_progress, self._last_progress_step = now, step
-        parts = [f"step {self.state['algorithm/steps']}", f"env steps {self.state['env/steps']:,}"]
-        parts += [f"{key} {stats[key]:.4g}" for key in _PROGRESS_KEYS if key in stats and stats[key] == stats[key]]
-        print(" | ".join(parts), file=out or sys.stdout, flush=True)
+        status, message = exit_status(exc_type, exc)
+        self.close(status, message=message)
 
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.
 RecurrentTrainer = Trainer
-
-
-def _exit_for(signum: int) -> NoReturn:
-    """Leave as a stop signal asks: ``KeyboardInterrupt`` for SIGINT, else exit ``128 + signum``."""
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)

@@ -1,0 +1,179 @@
+"""PPO over several processes: whole-batch statistics and gradients taken over every rank.
+
+Each rank holds its own env copies and buffer. So that ``K`` ranks of ``N`` copies make
+the update one process of ``K * N`` copies would make from the same samples, every
+statistic of the whole batch (advantage normalisation, the reward scale, explained
+variance, the KL early stop, logged losses and collect stats) is computed from sums
+over ranks, and each optimizer step averages the gradient over ranks (one all-reduce
+of the flattened gradients). Ranks hold equally many samples (the same config), so a
+mean over ranks of per-rank means is the mean over every sample.
+
+On a single process none of this runs: the algorithm computes exactly what it always did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from ..runtime.distributed import DistributedError, Ranks
+from ..runtime.imports import qualified_name
+from .advantages import normalization
+
+
+def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
+    """Every config field as text (classes and model instances by class name), and the env class."""
+    fingerprint = {"env_cls": qualified_name(env_cls)}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, type):
+            value = qualified_name(value)
+        elif isinstance(value, torch.nn.Module):
+            value = f"{qualified_name(value)}({getattr(value, 'config', '')})"
+        fingerprint[f.name] = repr(value)
+    return fingerprint
+
+
+def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
+    """Every rank must train the same env with the same hyperparameters.
+
+    Raises:
+        DistributedError: Naming each field that differs and its value on every rank.
+    """
+    prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
+    differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
+    if differing:
+        details = "; ".join(
+            f"{k}: " + ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints)) for k in differing
+        )
+        raise DistributedError(f"the ranks were given different configs ({details}); every process must be"
+                               " built with the same config (num_envs is per process)")
+
+
+def broadcast_module_(module: torch.nn.Module, ranks: Ranks) -> None:
+    """Make every rank's parameters and buffers rank 0's (one broadcast)."""
+    tensors = [t for t in module.state_dict().values() if t.is_floating_point()]
+    if not ranks.distributed or not tensors:
+        return
+    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
+    ranks.broadcast_(flat)
+    with torch.no_grad():
+        for t, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            t.copy_(part.view_as(t))
+
+
+def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and variance of every element of ``x`` on every rank, from float64 sums."""
+    x64 = x.double()
+    n, total, squares = ranks.sum([x.numel(), x64.sum(), x64.square().sum()], device=x.device)
+    mean = total / n
+    var = (squares - n * mean * mean).clamp(min=0) / (n - correction)
+    return mean.to(x.dtype), var.to(x.dtype)
+
+
+class GradientAverager:
+    """Averages the gradients of ``params`` over ranks in one all-reduce per optimizer step.
+
+    The flattened buffer also carries the step's summed loss, so a non-finite loss on any
+    rank is seen by every rank at the same step.
+    """
+
+    def __init__(self, params: list[torch.nn.Parameter], ranks: Ranks) -> None:
+        self.params, self.ranks = params, ranks
+        self.sizes = [p.numel() for p in params]
+        self.flat: torch.Tensor | None = None
+
+    def __call__(self, loss: torch.Tensor) -> torch.Tensor:
+        """Average every gradient over ranks (a missing one counts as zeros); return the
+        loss summed over ranks."""
+        params = self.params
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if self.flat is None:
+            self.flat = torch.empty(sum(self.sizes) + 1, dtype=params[0].grad.dtype, device=params[0].device)
+        flat = self.flat
+        torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)], out=flat)
+        self.ranks.all_reduce_(flat, "sum")
+        grads = flat[:-1]
+        grads.div_(self.ranks.world_size)
+        for p, part in zip(params, grads.split(self.sizes)):
+            p.grad.copy_(part.view_as(p.grad))
+        return flat[-1]
+
+
+def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
+    """A collect's statistics over every rank from each rank's (see :class:`CollectStatistics`).
+
+    Means of equally many samples average, stds pool (``E[x^2] - E[x]^2``), extremes take
+    the extreme, episode counts add and episode means weigh by the episode counts. Episode
+    entries must come as their sums (``episodes/return_sum``, ``episodes/length_sum``).
+    """
+    pooled = dict(values)
+    world = ranks.world_size
+    spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
+    summands: list[torch.Tensor] = []
+    for prefix in spread:
+        mean, std = values[f"{prefix}/mean"], values[f"{prefix}/std"]
+        summands += [mean, std.square() + mean.square()]
+    episodic = "episodes/count" in values
+    if episodic:
+        summands += [values["episodes/count"], values["episodes/return_sum"], values["episodes/length_sum"]]
+    summed = ranks.sum(summands, device=next(iter(values.values())).device)
+    for i, prefix in enumerate(spread):
+        mean = summed[2 * i] / world
+        pooled[f"{prefix}/mean"] = mean
+        pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
+    if episodic:
+        count, return_sum, length_sum = summed[-3:]
+        pooled["episodes/count"] = count
+        pooled["episodes/return_sum"] = return_sum
+        pooled["episodes/length_sum"] = length_sum
+    lows = [k for k in values if k.endswith(("/min", "_min"))]
+    highs = [k for k in values if k.endswith(("/max", "_max"))]
+    extremes = torch.stack([-values[k].double() for k in lows] + [values[k].double() for k in highs])
+    ranks.all_reduce_(extremes, "max")
+    for i, key in enumerate(lows):
+        pooled[key] = -extremes[i]
+    for i, key in enumerate(highs):
+        pooled[key] = extremes[len(lows) + i]
+    return pooled
+
+
+class WholeBatch:
+    """Statistics of the whole batch: this process's samples on a single process (the
+    exact operations it always used), every rank's when distributed."""
+
+    def __init__(self, ranks: Ranks) -> None:
+        self.ranks = ranks
+
+    def normalization(self, x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, std + eps)`` (unbiased std), as :func:`rl8lite.algorithms.advantages.normalization`."""
+        if not self.ranks.distributed:
+            return normalization(x, eps)
+        mean, var = pooled_mean_var(x, self.ranks, correction=1)
+        return mean, var.sqrt() + eps
+
+    def var(self, x: torch.Tensor) -> torch.Tensor:
+        """Unbiased variance of every element."""
+        return x.var() if not self.ranks.distributed else pooled_mean_var(x, self.ranks, correction=1)[1]
+
+    def population_std(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.ranks.distributed:
+            return x.std(correction=0)
+        return pooled_mean_var(x, self.ranks, correction=0)[1].sqrt()
+
+    def sums(self, values: list[float]) -> list[float]:
+        """``values`` summed over ranks."""
+        return values if not self.ranks.distributed else self.ranks.sum(values).tolist()
+
+
+def require_same_world_size(saved: int, ranks: Ranks, where: str) -> None:
+    """A checkpoint resumes only under the world size that wrote it."""
+    if saved != ranks.world_size:
+        raise DistributedError(
+            f"{where} was written by {saved} process(es) and is resumed by {ranks.world_size}: each rank's"
+            f" env copies, buffer and random streams are saved per rank, so resume with {saved} process(es)"
+        )

@@ -1,0 +1,294 @@
+"""Data-parallel training processes: joining ``torch.distributed``, collectives, shared failures.
+
+Started with ``torchrun`` (``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK`` set), every
+process builds the same algorithm; :func:`join_process_group` makes it one rank of a
+process group (gloo on CPUs, NCCL on GPUs). Without those variables nothing is
+initialised and :class:`Ranks` is a single process whose collectives return at once.
+
+No rank is left waiting alone in a collective: a rank that fails posts its error to the
+job's store and closes its process group, so the other ranks' next collective raises
+at once (gloo reports the closed connection); they read the error and raise a
+:class:`DistributedError` that names the failing rank. A watchdog thread covers
+collectives that would not notice (NCCL): once a failure is posted, a rank still
+blocked after ``grace_s`` ends its process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import functools
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+#: Store key under which the first failing rank posts ``"<rank>\n<error>"``.
+FAILURE_KEY = "rl8lite/failure"
+
+
+class DistributedError(RuntimeError):
+    """A bad multi-process set-up, or another rank's failure (the message names the rank)."""
+
+
+class Ranks:
+    """This process's place among the training processes, and the collectives between them.
+
+    Collectives take float tensors and reduce in place; on a single process they do nothing.
+
+    Attributes:
+        rank: Global rank (0 on a single process).
+        world_size: Number of processes.
+        local_rank: Rank on this machine.
+        collective_seconds: Wall time spent in collectives so far (for benchmarks).
+    """
+
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> None:
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.collective_seconds = 0.0
+        #: Called with the message when the watchdog ends this process (rank 0 ends its run).
+        self.on_peer_failure: list[Callable[[str], None]] = []
+        self._failed = False  # this rank posted a failure
+        self._noticed = False  # this rank raised because of another rank's failure
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0, the one that talks to MLflow and prints."""
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ collectives
+    def all_reduce_(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Reduce ``tensor`` in place over every rank (``"sum"``, ``"max"`` or ``"min"``)."""
+        if self.distributed:
+            ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+            self._collective(lambda: dist.all_reduce(tensor, op=ops[op]))
+        return tensor
+
+    def sum(self, values: Sequence[float | torch.Tensor], device: torch.device | str = "cpu") -> torch.Tensor:
+        """The float64 sums over ranks of ``values`` (one collective)."""
+        stacked = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device) for v in values])
+        return self.all_reduce_(stacked, "sum")
+
+    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        if self.distributed:
+            self._collective(lambda: dist.broadcast(tensor, src=src))
+        return tensor
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """``obj`` of every rank, in rank order (pickled: for set-up checks, not the hot path)."""
+        if not self.distributed:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        self._collective(lambda: dist.all_gather_object(gathered, obj))
+        return gathered
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        if not self.distributed:
+            return obj
+        box = [obj]
+        self._collective(lambda: dist.broadcast_object_list(box, src=src))
+        return box[0]
+
+    def agree(self, flags: Sequence[float]) -> list[float]:
+        """The largest value of each flag over all ranks: a decision taken on any rank
+        (a stop condition, a signal) takes effect on every rank at the same step."""
+        if not self.distributed:
+            return [float(f) for f in flags]
+        return self.all_reduce_(torch.tensor([float(f) for f in flags], dtype=torch.float64), "max").tolist()
+
+    def barrier(self) -> None:
+        self.agree([0.0])
+
+    def _collective(self, call: Callable[[], Any]) -> None:
+        start = time.perf_counter()
+        try:
+            call()
+        except RuntimeError as e:  # gloo: a peer closed its connection (it failed or died)
+            raise self.peer_failure(e) from e
+        finally:
+            self.collective_seconds += time.perf_counter() - start
+
+    # ------------------------------------------------------------------ failures
+    def peer_failure(self, error: BaseException) -> DistributedError:
+        """The error to raise when a collective failed because another rank did."""
+        self._noticed = True
+        posted = _read_failure(timeout_s=3.0)
+        if posted is not None and posted[0] != self.rank:
+            return DistributedError(f"rank {posted[0]} failed: {posted[1]}")
+        return DistributedError(
+            f"another rank stopped (killed, or crashed without reporting an error): {str(error).splitlines()[0]}"
+        )
+
+    @contextlib.contextmanager
+    def sharing_failures(self) -> Iterator[None]:
+        """Post an exception raised inside to the other ranks (see the module docstring)."""
+        try:
+            yield
+        except DistributedError:
+            raise
+        except BaseException as e:
+            if self.distributed and not self._failed:
+                self._failed = True
+                _post_failure(self.rank, f"{type(e).__name__}: {e}")
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
+            raise
+
+
+def shares_failures(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a method of an object with ``ranks`` under :meth:`Ranks.sharing_failures`."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.ranks.sharing_failures():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _store() -> Any:
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+
+
+def _post_failure(rank: int, message: str) -> None:
+    store = _store()
+    if store is None:
+        return
+    with contextlib.suppress(Exception):
+        store.compare_set(FAILURE_KEY, "", f"{rank}\n{message}")
+
+
+def _read_failure(timeout_s: float) -> tuple[int, str] | None:
+    store = _store()
+    if store is None:
+        return None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(Exception):
+            if store.check([FAILURE_KEY]):
+                rank, _, message = store.get(FAILURE_KEY).decode().partition("\n")
+                return int(rank), message
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
+    """Whether the process-group variables ask for more than one process."""
+    environ = dict(os.environ) if environ is None else environ
+    return int(environ.get("WORLD_SIZE", "1") or 1) > 1
+
+
+def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.device:
+    """The device of this rank: ``"auto"`` and ``"cuda"`` become ``cuda:LOCAL_RANK`` (when
+    CUDA is available); any other CUDA index is an error naming both."""
+    if isinstance(setting, str) and setting == "auto":
+        return torch.device("cuda", local_rank) if cuda_available else torch.device("cpu")
+    device = torch.device(setting)
+    if device.type == "cuda":
+        if device.index is None:
+            return torch.device("cuda", local_rank)
+        if device.index != local_rank:
+            raise DistributedError(
+                f"device={str(setting)!r} on the process with LOCAL_RANK={local_rank}: each process trains on"
+                f" cuda:LOCAL_RANK; pass device='cuda' (or 'auto') to use cuda:{local_rank}"
+            )
+    return device
+
+
+def check_backend(backend: str, device: torch.device) -> None:
+    """NCCL needs CUDA tensors; gloo on GPUs works but copies through the host."""
+    if backend == "nccl" and device.type != "cuda":
+        raise DistributedError(
+            f"the process group uses the NCCL backend, which needs CUDA devices, but this rank trains on"
+            f" {device}: use the gloo backend on CPUs (rl8lite picks it when it starts the group)"
+        )
+    if backend == "gloo" and device.type == "cuda":
+        warnings.warn(
+            "the process group uses gloo while training on CUDA: gradients go through the host; NCCL is faster",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0) -> tuple[Ranks, torch.device]:
+    """This process's :class:`Ranks` and device.
+
+    Joins (starting it when needed) the default process group when ``torchrun``'s
+    variables ask for several processes, or one was already started; else a single process.
+
+    Raises:
+        DistributedError: A CUDA device that is not ``cuda:LOCAL_RANK``, or a backend that
+            does not fit the device.
+    """
+    if not dist.is_available() or not (dist.is_initialized() or launched_by_torchrun()):
+        return Ranks(), _single_process_device(device_setting)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    device = rank_device(device_setting, local_rank, torch.cuda.is_available())
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    started = not dist.is_initialized()
+    if started:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
+                                device_id=device if device.type == "cuda" else None)
+    check_backend(dist.get_backend(), device)
+    ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank)
+    if started:
+        atexit.register(_leave_process_group, ranks)
+    _FailureWatchdog(ranks).start()
+    return ranks, device
+
+
+def _leave_process_group(ranks: Ranks) -> None:
+    """At exit, wait for every rank, then close the group: a rank that closed its
+    connections while a peer still used them would make the peer's gloo abort."""
+    if not dist.is_initialized():
+        return
+    if not (ranks._failed or ranks._noticed):
+        with contextlib.suppress(Exception):
+            ranks.barrier()
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def _single_process_device(setting: Any) -> torch.device:
+    from ..algorithms.config import resolve_device  # lazily: runtime knows nothing of algorithms
+
+    return resolve_device(setting)
+
+
+class _FailureWatchdog(threading.Thread):
+    """Ends this process when another rank posted a failure and this one has not noticed
+    it within ``grace_s`` (blocked in a collective that does not see a dead peer)."""
+
+    def __init__(self, ranks: Ranks, grace_s: float = 10.0, poll_s: float = 0.5) -> None:
+        super().__init__(name="rl8lite-failure-watchdog", daemon=True)
+        self.ranks, self.grace_s, self.poll_s = ranks, grace_s, poll_s
+
+    def run(self) -> None:
+        while dist.is_initialized():
+            posted = _read_failure(timeout_s=0.0)
+            if posted is not None and posted[0] != self.ranks.rank:
+                time.sleep(self.grace_s)
+                if not self.ranks._noticed:  # blocked in a collective, not raising
+                    message = f"rank {posted[0]} failed: {posted[1]}"
+                    for callback in self.ranks.on_peer_failure:
+                        with contextlib.suppress(Exception):
+                            callback(message)
+                    os._exit(1)
+                return
+            time.sleep(self.poll_s)
