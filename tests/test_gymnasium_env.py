@@ -3,6 +3,8 @@ spaces as specs, configs, rendering, and how configs and checkpoints name the cl
 
 from __future__ import annotations
 
+import importlib.util
+import multiprocessing
 from typing import Any
 
 import numpy as np
@@ -375,6 +377,50 @@ def test_render_gives_copy_zeros_frame_and_only_copy_zero_renders(mode: str) -> 
         assert frame[0, 0, 0] == int(127 * (x + 1))
     finally:
         env.close()
+
+
+def test_a_classic_control_env_renders_with_pygame_and_says_so_without() -> None:
+    env = gymnasium_env("CartPole-v1", vectorization_mode="async", seed=0)(2)
+    try:
+        env.reset()
+        if importlib.util.find_spec("pygame") is None:
+            with pytest.raises(
+                NotImplementedError, match="CartPole-v1: copy 0 cannot render: .*pygame"
+            ):
+                env.render()
+        else:
+            assert env.render().shape == (400, 600, 3)
+        assert env.step(torch.zeros(2, 1, dtype=torch.long))["obs"].shape == (2, 4)  # still usable
+    finally:
+        env.close()
+
+
+def test_rollout_videos_of_a_gymnasium_env_leave_no_worker(experiment_name: str) -> None:
+    algorithm = Algorithm(
+        gymnasium_env(DICT_WALK_ID, vectorization_mode="async"), num_envs=2, horizon=8, seed=0
+    )
+    with Trainer(
+        algorithm, experiment_name=experiment_name, progress=False, save_policy=False
+    ) as trainer:
+        trainer.step()
+        before = multiprocessing.active_children()
+        assert trainer.record_video(max_steps=20).startswith("videos/rollout/step_16")
+        assert multiprocessing.active_children() == before, "the one-copy video env is closed"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pygame") is not None, reason="pygame renders CartPole"
+)
+def test_without_the_renderer_training_goes_on_without_videos(experiment_name: str) -> None:
+    from rl8lite.conditions import HitsUpperBound
+
+    algorithm = Algorithm(gymnasium_env("CartPole-v1"), num_envs=2, horizon=8, seed=0)
+    with Trainer(
+        algorithm, experiment_name=experiment_name, progress=False, save_policy=False
+    ) as trainer:
+        with pytest.warns(RuntimeWarning, match="no rollout videos: .*cannot render: .*pygame"):
+            trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)], steps_per_video=1)
+        assert trainer.state["algorithm/steps"] == 2
 
 
 def test_render_without_rgb_array_says_how_to_get_it() -> None:

@@ -113,11 +113,14 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
 
     def rl8lite_render(self) -> Any:
-        """Copy 0's frame (``None`` from the other copies, which never render)."""
+        """Copy 0's frame (``None`` from the other copies, which never render), or why it has
+        none, as a string, when the env's renderer is not installed (e.g. pygame)."""
         if self.index != 0:
             return None
         try:
             return self.env.render()
+        except gymnasium.error.DependencyNotInstalled as e:
+            return str(e)
         except Exception as e:
             raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
 

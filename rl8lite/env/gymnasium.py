@@ -199,14 +199,23 @@ class GymnasiumEnv(Env):
         return final_obs
 
     def render(self) -> np.ndarray:
-        """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]`` (only copy 0 renders)."""
+        """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]`` (only copy 0 renders).
+
+        Raises:
+            NotImplementedError: Copy 0 was made without ``render_mode="rgb_array"``, or the
+                env's renderer is not installed (e.g. pygame for classic control); rollout
+                videos are then skipped with a warning.
+        """
         name = type(self).__name__
         if self._vector.render_mode != "rgb_array":
             raise NotImplementedError(
                 f"{name}: copy 0 was made with render_mode={self._vector.render_mode!r}; render() needs"
                 " 'rgb_array' (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
             )
-        frame = np.asarray(self._run(self._vector.call, "rl8lite_render")[0])
+        frame = self._run(self._vector.call, "rl8lite_render")[0]
+        if isinstance(frame, str):  # the renderer's dependency is missing
+            raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
+        frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(
                 f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8"
