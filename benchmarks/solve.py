@@ -19,13 +19,18 @@ over 8192 fresh copies (the clock stopped), and only that counts.
 ``--rl8`` also runs rl8 itself on it.
 
 rl8lite runs ``Algorithm(Env, seed=s, **CONFIG)`` with the tuned configs of
-``rl8lite.examples.configs`` (``collect`` + ``step``, no MLflow). If
-``stable_baselines3`` is importable (``pip install -e '.[bench]'``), the same
-invocation also runs SB3 PPO on gymnasium's ``CartPole-v1`` with rl-zoo's tuned
-hyperparameters (8 envs, n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98,
-20 epochs, lr and clip linearly decayed from 1e-3 and 0.2 over rl-zoo's 1e5
-steps, no entropy bonus; 64x64 tanh MLPs), interleaved seed by seed with
-rl8lite's CartPole runs, and prints the wall-time ratio rl8lite / SB3.
+``rl8lite.examples.configs`` (``collect`` + ``step``, no MLflow). ``gym-cartpole``
+and ``gym-acrobot`` are Gymnasium's ``CartPole-v1`` and ``Acrobot-v1`` through
+``rl8lite.env.gymnasium_env`` (sync vector env). If ``stable_baselines3`` is
+importable (``pip install -e '.[bench]'``), the same invocation also runs SB3 PPO
+with rl-zoo's tuned hyperparameters on the Gymnasium env each of ``cartpole``,
+``gym-cartpole`` and ``gym-acrobot`` stands for, interleaved seed by seed with
+rl8lite's runs, and prints the wall-time ratios rl8lite / SB3. CartPole-v1: 8 envs,
+n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98, 20 epochs, lr and clip linearly
+decayed from 1e-3 and 0.2 over rl-zoo's 1e5 steps, no entropy bonus. Acrobot-v1: 16
+envs, n_steps 256, gae_lambda 0.94, gamma 0.99, 4 epochs, no entropy bonus,
+observations and rewards normalised (``VecNormalize``, gamma 0.99), SB3's other
+defaults (batch 64, lr 3e-4, clip 0.2), 1e6 steps. Both: 64x64 tanh MLPs.
 
 Usage:
     python benchmarks/solve.py                          # CartPole and Pendulum, seeds 0 1 2
@@ -33,6 +38,7 @@ Usage:
     python benchmarks/solve.py --no-sb3                 # skip SB3 even if installed
     python benchmarks/solve.py --envs rl8-cartpole --rl8 # rl8's example; --rl8 adds rl8 itself (~25 min)
     python benchmarks/solve.py --envs cartpole --amp     # also enable_amp=True (bf16 autocast on CPU)
+    python benchmarks/solve.py --envs gym-cartpole gym-acrobot --json benchmarks/results/solve-gymnasium.json
 
 ``--amp`` runs every rl8lite seed twice, fp32 and ``enable_amp=True``
 (bf16 autocast in the update on CPU), interleaved, and prints whether the
@@ -58,8 +64,9 @@ from typing import Any
 import torch
 
 from rl8lite import Algorithm
+from rl8lite.env import gymnasium_env
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.examples.configs import CARTPOLE, PENDULUM, RL8_CARTPOLE
+from rl8lite.examples.configs import ACROBOT, CARTPOLE, PENDULUM, RL8_CARTPOLE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results  # noqa: E402
@@ -67,7 +74,11 @@ from rl8_cartpole import RL8CartPole  # noqa: E402
 
 ENVS: dict[str, dict[str, Any]] = {
     "cartpole": {"env_cls": CartPole, "config": CARTPOLE, "threshold": 475.0,
-                 "max_steps": 500_000},
+                 "max_steps": 500_000, "sb3": "CartPole-v1"},
+    "gym-cartpole": {"env_cls": lambda: gymnasium_env("CartPole-v1"), "config": CARTPOLE,
+                     "threshold": 475.0, "max_steps": 500_000, "sb3": "CartPole-v1"},
+    "gym-acrobot": {"env_cls": lambda: gymnasium_env("Acrobot-v1"), "config": ACROBOT,
+                    "threshold": -100.0, "max_steps": 1_000_000, "sb3": "Acrobot-v1"},
     "pendulum": {"env_cls": Pendulum, "config": PENDULUM, "threshold": -200.0,
                  "max_steps": 2_000_000},
     # rl8's own example: never terminates, so "solved" is rl8's training metric
@@ -82,18 +93,17 @@ RL8_SOLVE_STEPS = 40
 #: Copies for re-measuring rl8lite's returns/mean at the crossing (rl8 trains on 8192).
 CONFIRM_COPIES = 8192
 
-#: rl-zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
-SB3_CARTPOLE: dict[str, Any] = {
-    "n_envs": 8,
-    "n_timesteps": 100_000,
-    "n_steps": 32,
-    "batch_size": 256,
-    "gae_lambda": 0.8,
-    "gamma": 0.98,
-    "n_epochs": 20,
-    "ent_coef": 0.0,
-    "learning_rate": 1e-3,  # linearly decayed to 0 over n_timesteps
-    "clip_range": 0.2,  # linearly decayed to 0 over n_timesteps
+#: rl-zoo's tuned PPO hyperparameters (rl-baselines3-zoo, hyperparams/ppo.yml); a "lin_"
+#: rate decays linearly to 0 over n_timesteps; "normalize" wraps the vec env in VecNormalize.
+SB3_HYPERPARAMETERS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {
+        "n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,
+        "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "lin_learning_rate": 1e-3, "lin_clip_range": 0.2,
+    },
+    "Acrobot-v1": {
+        "normalize": True, "n_envs": 16, "n_timesteps": 1_000_000, "n_steps": 256, "gae_lambda": 0.94,
+        "gamma": 0.99, "n_epochs": 4, "ent_coef": 0.0,
+    },
 }
 
 
@@ -125,6 +135,16 @@ def solve_rl8lite(
     """Train until the window mean (or ``metric`` of a collect) reaches ``threshold``."""
     start = time.perf_counter()
     algo = Algorithm(env_cls, seed=seed, device="cpu", **config)
+    try:
+        return _solve(algo, env_cls, start, threshold, max_steps, window, metric)
+    finally:
+        algo.close()  # a Gymnasium env's workers
+
+
+def _solve(
+    algo: Algorithm, env_cls: type, start: float, threshold: float, max_steps: int, window: int,
+    metric: str | None,
+) -> dict[str, Any]:
     meter = WindowMean(window)
     steps, mean = 0, math.nan
     while steps < max_steps:
@@ -189,13 +209,14 @@ def sb3_available() -> bool:
     return True
 
 
-def solve_sb3_cartpole(seed: int, threshold: float, max_steps: int, window: int) -> dict[str, Any]:
-    """SB3 PPO (rl-zoo hyperparameters) on gymnasium's CartPole-v1, same stopping rule."""
+def solve_sb3(env_id: str, seed: int, threshold: float, max_steps: int, window: int) -> dict[str, Any]:
+    """SB3 PPO (rl-zoo hyperparameters) on the Gymnasium env ``env_id``, same stopping rule."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    hp = SB3_CARTPOLE
+    hp = SB3_HYPERPARAMETERS[env_id]
     meter = WindowMean(window)
     result: dict[str, Any] = {"solved": False, "window_mean": math.nan}
 
@@ -225,13 +246,14 @@ def solve_sb3_cartpole(seed: int, threshold: float, max_steps: int, window: int)
         return lambda progress_remaining: progress_remaining * initial
 
     start = time.perf_counter()
-    env = make_vec_env("CartPole-v1", n_envs=hp["n_envs"], seed=seed)
-    model = PPO(
-        "MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"],
-        gae_lambda=hp["gae_lambda"], gamma=hp["gamma"], n_epochs=hp["n_epochs"],
-        ent_coef=hp["ent_coef"], learning_rate=linear(hp["learning_rate"]),
-        clip_range=linear(hp["clip_range"]), seed=seed, device="cpu", verbose=0,
-    )
+    env = make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed)
+    if hp.get("normalize"):  # rl-zoo passes its gamma on to VecNormalize
+        env = VecNormalize(env, gamma=hp["gamma"])
+    options = {k: hp[k] for k in ("n_steps", "batch_size", "gae_lambda", "gamma", "n_epochs", "ent_coef") if k in hp}
+    for name in ("learning_rate", "clip_range"):
+        if f"lin_{name}" in hp:
+            options[name] = linear(hp[f"lin_{name}"])
+    model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **options)
     # The linear schedules run over rl-zoo's budget; past it SB3 would keep lr = 0.
     model.learn(total_timesteps=min(max_steps, hp["n_timesteps"]), callback=StopAtThreshold())
     if not result["solved"]:
@@ -281,7 +303,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_sb3 = "cartpole" in args.envs and not args.no_sb3 and sb3_available()
+    use_sb3 = any("sb3" in ENVS[n] for n in args.envs) and not args.no_sb3 and sb3_available()
     print(f"torch {torch.__version__}, {args.threads} torch thread(s),"
           f" {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
           f" load average {os.getloadavg()[0]:.2f}, window {args.window} episodes;"
@@ -290,18 +312,19 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     for name in args.envs:
         spec = ENVS[name]
+        env_cls = spec["env_cls"] if isinstance(spec["env_cls"], type) else spec["env_cls"]()
         for seed in args.seeds:
             for amp in (False, True) if args.amp else (False,):
                 label = f"rl8lite {name}" + (" bf16" if amp else "")
                 config = {**spec["config"], "enable_amp": True} if amp else spec["config"]
-                result = solve_rl8lite(spec["env_cls"], config, seed, spec["threshold"],
+                result = solve_rl8lite(env_cls, config, seed, spec["threshold"],
                                        spec["max_steps"], args.window, spec.get("metric"))
                 runs.setdefault(label, []).append({"seed": seed, **result})
                 print(f"{label:<22} seed {seed}: {result}", flush=True)
-            if name == "cartpole" and use_sb3:
-                result = solve_sb3_cartpole(seed, spec["threshold"], spec["max_steps"], args.window)
-                runs.setdefault("sb3 CartPole-v1", []).append({"seed": seed, **result})
-                print(f"sb3 CartPole-v1   seed {seed}: {result}", flush=True)
+            if use_sb3 and "sb3" in spec:
+                result = solve_sb3(spec["sb3"], seed, spec["threshold"], spec["max_steps"], args.window)
+                runs.setdefault(f"sb3 {name}", []).append({"seed": seed, **result})
+                print(f"{f'sb3 {name}':<22} seed {seed}: {result}", flush=True)
         if name == "rl8-cartpole" and args.rl8:
             result = solve_rl8(args.seeds[0], spec["threshold"], args.threads)
             runs.setdefault("rl8 rl8-cartpole", []).append({"seed": args.seeds[0], **result})
@@ -310,15 +333,18 @@ def main() -> None:
 
     rows = {name: summary(r) for name, r in runs.items()}
     print_table(rows)
-    ratio = None
-    if "sb3 CartPole-v1" in rows:
-        ours, theirs = rows["rl8lite cartpole"]["seconds"], rows["sb3 CartPole-v1"]["seconds"]
+    ratios: dict[str, dict[str, Any]] = {}
+    for name in args.envs:
+        if f"sb3 {name}" not in rows:
+            continue
+        ours, theirs = rows[f"rl8lite {name}"]["seconds"], rows[f"sb3 {name}"]["seconds"]
         ratio = ours["median"] / theirs["median"]
         per_seed = [a["seconds"] / b["seconds"] if a["solved"] and b["solved"] else math.nan
-                    for a, b in zip(runs["rl8lite cartpole"], runs["sb3 CartPole-v1"])]
+                    for a, b in zip(runs[f"rl8lite {name}"], runs[f"sb3 {name}"])]
+        ratios[name] = {"ratio_of_medians": ratio, "per_seed": per_seed}
         shown = f"{ratio:.3f} (1/{1 / ratio:.1f})" if 0 < ratio < math.inf else f"{ratio}"
-        print(f"\nCartPole wall time to solve, rl8lite / SB3 (medians): {shown};"
-              f" per seed: {', '.join(f'{r:.3f}' for r in per_seed)}")
+        print(f"\n{name} ({ENVS[name]['sb3']} for SB3) wall time to solve, rl8lite / SB3 (medians):"
+              f" {shown}; per seed: {', '.join(f'{r:.3f}' for r in per_seed)}")
     for name in args.envs if args.amp else ():
         fp32, bf16 = rows[f"rl8lite {name}"]["env_steps"], rows[f"rl8lite {name} bf16"]["env_steps"]
         within = fp32["min"] <= bf16["median"] <= fp32["max"]
@@ -328,6 +354,7 @@ def main() -> None:
         ours = rows["rl8lite rl8-cartpole"]["seconds"]["median"]
         theirs = rows["rl8 rl8-cartpole"]["seconds"]["median"]
         ratio = ours / theirs
+        ratios["rl8-cartpole vs rl8"] = {"ratio_of_medians": ratio}
         shown = f"{ratio:.4f} (1/{1 / ratio:.0f})" if 0 < ratio < math.inf else f"{ratio}"
         print(f"rl8's CartPole wall time to returns/mean >= {ENVS['rl8-cartpole']['threshold']},"
               f" rl8lite / rl8 (medians): {shown}")
@@ -335,8 +362,9 @@ def main() -> None:
         write_results(args.json, json.loads(json.dumps(
             {"threads": args.threads, "window": args.window, "seeds": args.seeds,
              "configs": {n: ENVS[n]["config"] for n in args.envs},
-             "sb3_config": SB3_CARTPOLE if use_sb3 else None, "runs": runs,
-             "summary": rows, "ratio_rl8lite_over_sb3": ratio}, default=str)))
+             "sb3_config": {n: SB3_HYPERPARAMETERS[ENVS[n]["sb3"]] for n in args.envs
+                            if use_sb3 and "sb3" in ENVS[n]},
+             "runs": runs, "summary": rows, "ratios_rl8lite_over_sb3": ratios}, default=str)))
 
 
 if __name__ == "__main__":

@@ -249,14 +249,17 @@ def _train(args: argparse.Namespace) -> int:
     stop = [HitsUpperBound("env/steps", args.max_steps)] if args.max_steps else []
     status = 0
     try:
-        trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
-    except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
-        steps = trainer.state["env/steps"]
-        say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
-        status = 130
-    if args.save is not None and ranks.is_main:
-        save_policy(algorithm, args.save)
-        print(f"rl8lite: saved the policy to {args.save} (load it with mlflow.pyfunc.load_model)")
+        try:
+            trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
+        except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
+            steps = trainer.state["env/steps"]
+            say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
+            status = 130
+        if args.save is not None and ranks.is_main:
+            save_policy(algorithm, args.save)
+            print(f"rl8lite: saved the policy to {args.save} (load it with mlflow.pyfunc.load_model)")
+    finally:
+        algorithm.close()  # e.g. a Gymnasium env's worker processes
     return status
 
 

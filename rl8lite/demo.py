@@ -1,4 +1,4 @@
-"""The CartPole demo: train until solved, evaluate under other physics, print the UI command.
+"""The CartPole demo: train until solved, evaluate under other physics, record a video, print the UI command.
 
 Run it with ``python -m rl8lite.demo`` (``--help`` for options).
 """
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             stats = trainer.eval(env_config=config, name=name)
             results[name] = stats
             print(f"eval {name:>15}: mean episode return {stats[f'eval/{name}/episodes/return_mean']:.1f}")
+        video = trainer.record_video(name="demo")
+        print(f"\nA video of the trained policy is in the run's artifacts: {video}")
         tracker = trainer.tracker
     uri = getattr(tracker, "tracking_uri", None)
     if uri is not None:

@@ -48,12 +48,7 @@ class TensorSpec:
     dtype: torch.dtype
     device: torch.device
 
-    def __init__(
-        self,
-        shape: ShapeLike | None,
-        device: Device | None,
-        dtype: torch.dtype,
-    ) -> None:
+    def __init__(self, shape: ShapeLike | None, device: Device | None, dtype: torch.dtype) -> None:
         self.shape = _as_shape(shape)
         self.device = torch.device(device if device is not None else "cpu")
         self.dtype = dtype
@@ -75,9 +70,7 @@ class TensorSpec:
         clone.device = torch.device(device)
         return clone
 
-    def assert_is_in(
-        self, value: Any, *, key: str = "value", check_values: bool = True
-    ) -> None:
+    def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
         """Raise :class:`SpecError` unless ``value`` is a batch of elements of this spec.
 
         ``value`` must be a tensor whose trailing dimensions equal :attr:`shape`
@@ -85,22 +78,16 @@ class TensorSpec:
         must also lie within the spec's bounds (this reads the data, a host sync).
         """
         if not isinstance(value, torch.Tensor):
-            raise SpecError(
-                f"{key}: expected a torch.Tensor, received {type(value).__name__}"
-            )
+            raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
-        if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(
-            self.shape
-        ):
+        if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
             raise SpecError(
                 f"{key}: expected shape [..., {', '.join(map(str, self.shape))}]"
                 f" (batch dims then the spec's {list(self.shape)}), received"
                 f" {list(value.shape)}"
             )
         if value.dtype != self.dtype:
-            raise SpecError(
-                f"{key}: expected dtype {self.dtype}, received {value.dtype}"
-            )
+            raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
         if check_values:
             self._assert_values(value, key)
 
@@ -220,7 +207,7 @@ class Bounded(TensorSpec):
 
     def __eq__(self, other: object) -> bool:
         return (
-            isinstance(other, Bounded)
+            type(other) is type(self)
             and self.shape == other.shape
             and self.dtype == other.dtype
             and self.device == other.device
@@ -278,6 +265,35 @@ class Categorical(TensorSpec):
             f"Categorical(n={self.n}, shape={list(self.shape)}, dtype={self.dtype},"
             f" device={self.device})"
         )
+
+
+class MultiCategorical(Bounded):
+    """Integers with entry ``i`` in ``{0, ..., nvec[i] - 1}`` (torchrl's name; Gymnasium's
+    ``MultiDiscrete``): a :class:`Bounded` integer spec from 0 to ``nvec - 1``.
+
+    Args:
+        nvec: Number of categories of each entry (an int, a sequence or a tensor).
+        shape: Per-copy shape (default ``nvec``'s shape; ``nvec`` is broadcast to it).
+        device: Device of generated tensors.
+        dtype: Data type (default ``torch.long``).
+    """
+
+    def __init__(self, nvec: int | Sequence[int] | torch.Tensor, shape: ShapeLike | None = None,
+                 device: Device | None = None, dtype: torch.dtype | None = None) -> None:
+        n = torch.as_tensor(nvec, dtype=torch.long)
+        if bool((n < 1).any()):
+            raise SpecError(f"MultiCategorical: nvec entries must be >= 1, received {n.tolist()}")
+        shape = n.shape if shape is None else shape
+        super().__init__(0, n - 1, shape=shape, device=device, dtype=dtype or torch.long)
+
+    @property
+    def nvec(self) -> torch.Tensor:
+        """Number of categories of each entry (``high + 1``)."""
+        return self.high.long() + 1
+
+    def __repr__(self) -> str:
+        return (f"MultiCategorical(nvec={self.nvec.tolist()}, shape={list(self.shape)},"
+                f" dtype={self.dtype}, device={self.device})")
 
 
 class Composite(Mapping[str, "Spec"]):
@@ -345,9 +361,7 @@ class Composite(Mapping[str, "Spec"]):
             device=self.device,
         )
 
-    def assert_is_in(
-        self, value: Any, *, key: str = "value", check_values: bool = True
-    ) -> None:
+    def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
         if not isinstance(value, (TensorDict, Mapping)) and not hasattr(
             value, "keys"
         ):
@@ -396,6 +410,7 @@ __all__ = [
     "Composite",
     "CompositeSpec",
     "DiscreteTensorSpec",
+    "MultiCategorical",
     "Spec",
     "SpecError",
     "TensorSpec",

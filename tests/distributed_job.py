@@ -125,6 +125,24 @@ def trainer_job(out: str, mode: str, args: list[str]) -> None:
                     "params": {k: v.clone() for k, v in trainer.algorithm.policy.state_dict().items()}})
 
 
+def gymnasium_job(out: str, mode: str) -> None:
+    """A Gymnasium env per rank (``mode``: its vectorization mode): seeds, equal parameters,
+    and no worker process left once the trainer is closed."""
+    import multiprocessing
+
+    from rl8lite.env import gymnasium_env
+
+    algo = Algorithm(gymnasium_env("CartPole-v1", vectorization_mode=mode, seed=5), num_envs=4, horizon=8, seed=3)
+    seeds = []
+    with Trainer(algo, experiment_name=os.environ["EXPERIMENT"], progress=False, save_policy=False) as trainer:
+        trainer.step()
+        seeds = list(algo.env.vector_env.get_attr("np_random_seed"))
+        trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
+        params_equal = gathered_equal(flat_state(algo))
+    write(out, {"seeds": seeds, "params_equal": params_equal, "env_steps": trainer.state["env/steps"],
+                "workers_left": len(multiprocessing.active_children())})
+
+
 def write(out: str, payload: dict[str, Any]) -> None:
     torch.save(payload, f"{out}.rank{rank()}.pt")
 
@@ -136,6 +154,8 @@ def main() -> None:
         equivalence(out, args[0])
     elif mode == "mismatch":  # rank 1 is given another num_envs
         Algorithm(CartPole, num_envs=8 if rank() == 0 else 6, horizon=4)
+    elif mode == "gymnasium":
+        gymnasium_job(out, args[0])
     else:
         trainer_job(out, mode, args)
 

@@ -126,6 +126,19 @@ def test_an_exception_on_one_rank_ends_the_job_at_once_naming_the_rank(
     assert run.data.tags["rl8lite.error"] == "rank 1 failed: ValueError: the env broke on purpose"
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gymnasium_envs_train_under_torchrun_each_rank_with_its_own_seeds(
+    tmp_path: Path, experiment_name: str, mode: str
+) -> None:
+    pytest.importorskip("gymnasium")
+    done = torchrun(tmp_path, experiment_name, "gymnasium", str(tmp_path / "out"), mode)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [result(tmp_path / "out", r) for r in (0, 1)]
+    assert [r["seeds"] for r in ranks] == [[5, 6, 7, 8], [9, 10, 11, 12]]  # seed + rank * num_envs + i
+    assert all(r["params_equal"] and r["env_steps"] == 3 * 2 * 4 * 8 for r in ranks)
+    assert [r["workers_left"] for r in ranks] == [0, 0]
+
+
 def test_ranks_with_different_configs_are_refused_before_training(tmp_path: Path) -> None:
     done = torchrun(tmp_path, "", "mismatch", str(tmp_path / "out"))
     assert done.returncode != 0

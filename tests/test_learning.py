@@ -13,8 +13,9 @@ from collections import deque
 import pytest
 
 from rl8lite import Algorithm
+from rl8lite.env import gymnasium_env
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.examples.configs import CARTPOLE, PENDULUM
+from rl8lite.examples.configs import ACROBOT, CARTPOLE, PENDULUM
 
 WINDOW = 20  # episodes (at least) in the mean that must reach the threshold
 
@@ -82,3 +83,25 @@ def test_pendulum_solves_within_budget() -> None:
     )
     deterministic = deterministic_return(algo)
     assert deterministic >= -200.0, f"the deterministic Pendulum policy returns {deterministic:.1f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_id", "config", "threshold", "budget"), [
+    # rl-zoo's budgets for SB3 PPO; measured: CartPole-v1 32,768 and Acrobot-v1 11-29k for seeds 0-9
+    ("CartPole-v1", CARTPOLE, 475.0, 100_000),
+    ("Acrobot-v1", ACROBOT, -100.0, 1_000_000),
+])
+def test_gymnasium_envs_solve_within_rl_zoos_budgets(env_id: str, config: dict, threshold: float, budget: int) -> None:
+    """Issue 18's criterion, the training episodes' mean return. The deterministic policy is not
+    checked here: right at the solve it measured 462-500 on CartPole-v1 over seeds 0-2 (and
+    293-500 on the torch-native CartPole), so seed 0 passing would be luck, not a property."""
+    pytest.importorskip("gymnasium")
+    algo = Algorithm(gymnasium_env(env_id), seed=0, device="cpu", **config)
+    try:
+        steps, mean = train_until(algo, threshold, budget)
+        assert mean >= threshold, (
+            f"{env_id} (seed 0) did not reach a mean episode return of {threshold} over the last"
+            f" >= {WINDOW} episodes within {budget} env steps: {mean:.1f} after {steps} steps"
+        )
+    finally:
+        algo.close()

@@ -91,8 +91,13 @@ def test_quickstart_runs_in_quick_mode(tmp_path: Path, monkeypatch: pytest.Monke
             assert f"eval/{name}/episodes/return_mean" in metrics
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "returns/mean")]
         assert steps == [(CARTPOLE["num_envs"] * CARTPOLE["horizon"]) * i for i in range(1, len(steps) + 1)]  # one point per step, at env steps
-        assert [a.path for a in client.list_artifacts(run.info.run_id, "policy")], "policy not saved"
+        models = client.search_logged_models([experiment.experiment_id], filter_string=f"source_run_id = '{run.info.run_id}'")
+        assert [m.name for m in models] == ["policy"], "policy not logged as the run's model"
     assert [a.path for a in client.list_artifacts(runs["baseline"].info.run_id, "plots")] == ["plots/eval_returns.png"]
+    videos = [a.path for a in client.list_artifacts(runs["baseline"].info.run_id, "videos/baseline")]
+    assert len(videos) == 1 and videos[0].endswith(".mp4")
+    (version,) = client.search_model_versions("name='cartpole-quickstart'")
+    assert version.run_id == runs["baseline"].info.run_id
 
     # Nothing went to the repo: no store in notebooks/, no run in mlruns/, notebook not rewritten.
     assert sorted(p.name for p in NOTEBOOKS.iterdir()) == folder_before

@@ -13,6 +13,7 @@ from rl8lite.specs import (
     Categorical,
     Composite,
     DiscreteTensorSpec,
+    MultiCategorical,
     SpecError,
     Unbounded,
     UnboundedContinuousTensorSpec,
@@ -34,6 +35,21 @@ def test_zero_and_rand_are_in_the_spec(spec) -> None:
     for value in (spec.zero([5]), spec.rand([5])):
         assert value.shape == torch.Size([5, *spec.shape])
         spec.assert_is_in(value)
+
+
+def test_multi_categorical_holds_one_count_per_entry() -> None:
+    spec = MultiCategorical([2, 5, 3])
+    assert spec.shape == torch.Size([3]) and spec.dtype == torch.long and spec.nvec.tolist() == [2, 5, 3]
+    values = spec.rand([4000])
+    assert values.min(0).values.tolist() == [0, 0, 0] and values.max(0).values.tolist() == [1, 4, 2]
+    spec.assert_is_in(values)
+    with pytest.raises(SpecError, match=r"e.g. 2 at index \[0, 0\] outside \[0, 1\]"):
+        spec.assert_is_in(torch.tensor([[2, 0, 0]]))
+    assert MultiCategorical(3, shape=[2]).nvec.tolist() == [3, 3]
+    assert spec.to("cpu") == spec and spec != Bounded(0, torch.tensor([1, 4, 2]), dtype=torch.long)
+    assert repr(spec) == "MultiCategorical(nvec=[2, 5, 3], shape=[3], dtype=torch.int64, device=cpu)"
+    with pytest.raises(SpecError, match=r"nvec entries must be >= 1, received \[2, 0\]"):
+        MultiCategorical([2, 0])
 
 
 def test_composite_zero_rand_and_nested_errors() -> None:

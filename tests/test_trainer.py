@@ -101,3 +101,22 @@ def test_progress_line(experiment_name: str, capsys: pytest.CaptureFixture[str])
     quiet = make(experiment_name)
     quiet.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
     assert capsys.readouterr().out == ""
+
+
+class ClosingEnv(DiscreteDummyEnv):
+    """Counts its close() calls."""
+
+    closes = 0
+
+    def close(self) -> None:
+        type(self).closes += 1
+
+
+def test_closing_a_trainer_or_leaving_its_block_closes_the_env(experiment_name: str) -> None:
+    ClosingEnv.closes = 0
+    Trainer(Algorithm(ClosingEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False).close()
+    assert ClosingEnv.closes == 1
+    trainer = Trainer(Algorithm(ClosingEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False)
+    with pytest.raises(ZeroDivisionError), trainer:
+        raise ZeroDivisionError
+    assert ClosingEnv.closes == 2, "closed on the way out of a failing with block too"

@@ -7,6 +7,7 @@ Only 127.0.0.1 is used; the server runs on a temporary store, never the repo's m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -18,14 +19,20 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mlflow
+import numpy as np
 import pytest
 
 from rl8lite import Algorithm, Trainer
+from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole
 from rl8lite.tracking import runs_view_url, ui_command
+
+from .browser import chromium, run_in_chromium
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
@@ -88,6 +95,31 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.5)
 
 
+@contextlib.contextmanager
+def ui_server(tracking_uri: str, folder: Path) -> Iterator[str]:
+    """The UI command rl8lite prints, on a free port, lighter for a test (one worker, no job
+    runner: ready in ~4 s instead of ~17 s), run in ``folder`` until the block ends; its URL."""
+    port = free_port()
+    command = shlex.split(ui_command(tracking_uri, port=port))
+    executable = [command[0]] if Path(command[0]).is_absolute() else mlflow_executable()
+    command = [*executable, *command[1:], "--workers", "1"]
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    log = folder / "server.log"
+    base = f"http://{HOST}:{port}"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    try:
+        wait_healthy(base, proc, log)
+        yield base
+    finally:
+        stop_group(proc)
+    assert proc.returncode is not None
+    assert not group_alive(proc.pid), "an mlflow server process outlived the test"
+
+
 def wait_healthy(base: str, proc: subprocess.Popen[bytes], log: Path) -> float:
     start = time.monotonic()
     while time.monotonic() - start < STARTUP_TIMEOUT_S:
@@ -117,27 +149,13 @@ def test_ui_serves_the_logged_run(
     tracker = trainer.tracker
     assert tracker.tracking_uri == mlflow_store
 
-    # The command the library prints, on a free port, lighter for a test:
-    # one worker and no job runner (ready in ~4 s instead of ~17 s).
-    port = free_port()
+    # The command the library prints
     assert tracker.ui_command == ui_command(tracker.tracking_uri)
-    command = shlex.split(ui_command(tracker.tracking_uri, port=port))
+    command = shlex.split(ui_command(tracker.tracking_uri, port=5077))
     assert Path(command[0]).name == "mlflow" and command[1] == "ui", command
     options = dict(zip(command[2::2], command[3::2]))
-    assert options == {"--backend-store-uri": tracker.tracking_uri, "--host": HOST, "--port": str(port)}, command
-    executable = [command[0]] if Path(command[0]).is_absolute() else mlflow_executable()
-    command = [*executable, *command[1:], "--workers", "1"]
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    log = tmp_path / "server.log"
-    base = f"http://{HOST}:{port}"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    try:
-        wait_healthy(base, proc, log)
-
+    assert options == {"--backend-store-uri": tracker.tracking_uri, "--host": HOST, "--port": "5077"}, command
+    with ui_server(tracker.tracking_uri, tmp_path) as base:
         runs = api(base, "runs/search", post={"experiment_ids": [tracker.experiment_id]})["runs"]
         assert [r["info"]["run_id"] for r in runs] == [tracker.run_id]
         info = runs[0]["info"]
@@ -160,12 +178,66 @@ def test_ui_serves_the_logged_run(
         assert [int(m["step"]) for m in evals] == [128]
 
         # The runs-view link (the fragment stays in the browser; the server serves the app).
-        url = runs_view_url(tracker.experiment_id, port=port)
+        port = base.rsplit(":", 1)[1]
+        url = runs_view_url(tracker.experiment_id, port=int(port))
         assert url == f"{base}/#/experiments/{tracker.experiment_id}/runs?workflowType=machine_learning"
         assert tracker.runs_url == runs_view_url(tracker.experiment_id)
         status, page = http(url)
         assert status == 200 and b"<html" in page.lower()
-    finally:
-        stop_group(proc)
-    assert proc.returncode is not None
-    assert not group_alive(proc.pid), "an mlflow server process outlived the test"
+
+
+@pytest.mark.slow
+def test_trainers_log_into_an_mlflow_server_and_read_back_through_it(
+    tmp_path: Path, experiment_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The set-up the README gives for sweeps and torchrun jobs: one server on a real store.
+    monkeypatch.chdir(tmp_path)  # the server keeps its artifacts (./mlartifacts) here
+    with ui_server(f"sqlite:///{tmp_path / 'server.db'}", tmp_path) as base:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", base)
+        mlflow.set_tracking_uri(base)
+        trainer = Trainer(Algorithm(CartPole, num_envs=8, horizon=8, seed=0), experiment_name=experiment_name,
+                          progress=False)
+        trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
+        client = mlflow.MlflowClient(base)
+        run = client.get_run(trainer.tracker.run_id)
+        assert run.info.status == "FINISHED" and run.data.metrics["env/steps"] == 128
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "returns/mean")] == [64, 128]
+        obs = np.zeros((3, 4), dtype=np.float32)
+        actions = mlflow.pyfunc.load_model(f"models:/{trainer.tracker.model_id}").predict(obs)
+        assert actions.shape == (3, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="needs Chromium (Debian's chromium package: /usr/bin/chromium)")
+def test_the_rollout_video_plays_in_the_runs_artifact_page_in_chromium(
+    mlflow_store: str, experiment_name: str, tmp_path: Path
+) -> None:
+    trainer = Trainer(Algorithm(CartPole, num_envs=8, horizon=8, seed=0), experiment_name=experiment_name,
+                      progress=False, save_policy=False)
+    trainer.step()
+    path = trainer.record_video(max_steps=60)
+    trainer.close()
+    tracker = trainer.tracker
+    assert path.endswith(".mp4")
+    page_url = f"#/experiments/{tracker.experiment_id}/runs/{tracker.run_id}/artifacts/{path}"
+    screenshot = tmp_path / "rollout-video.png"
+
+    async def watch(page) -> dict[str, float]:
+        await page.navigate(f"{base}/{page_url}")
+        await page.wait_for("(v => v !== null && v.readyState >= 2)(document.querySelector('video'))")
+        played = await page.evaluate(
+            "(async () => { const v = document.querySelector('video'); v.muted = true; await v.play();"
+            " const start = v.currentTime; await new Promise(r => setTimeout(r, 300));"
+            " return {ready: v.readyState, start: start, now: v.currentTime, width: v.videoWidth,"
+            " height: v.videoHeight, duration: v.duration, error: v.error ? v.error.code : 0}; })()"
+        )
+        await page.screenshot(screenshot)
+        return played
+
+    with ui_server(mlflow_store, tmp_path) as base:
+        played = run_in_chromium(watch)
+    assert played["error"] == 0 and played["ready"] >= 2, played
+    assert (played["width"], played["height"]) == (600, 400)
+    assert played["now"] > played["start"]  # it plays
+    assert screenshot.stat().st_size > 10_000
+    print(f"screenshot of the playing video: {screenshot}")

@@ -14,7 +14,7 @@ from tensordict import TensorDict
 
 from .._version import __version__
 from ..data import DataKeys
-from ..env import Env
+from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..policies import Policy, build_policy
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
@@ -313,6 +313,7 @@ class Algorithm:
         self.rollout.episodic = carries["episodic"]
         load_buffer_state(self.buffer, state["buffer"])
         self.env.load_state_dict(state["env"])
+        self._needs_reset = self._needs_reset or not self.env.restores_state
         for key in ("recurrent", "windows"):
             if key in state:
                 self.recurrence.load_state_dict(state[key])
@@ -339,6 +340,10 @@ class Algorithm:
         """Make the next collect reset the env (with that collect's ``env_config``)."""
         self._needs_reset = True
 
+    def close(self) -> None:
+        """Close the env (:meth:`rl8lite.Env.close`: its worker processes, if any)."""
+        self.env.close()
+
     @property
     def params(self) -> dict[str, Any]:
         """Every hyperparameter and class path, flat, for experiment tracking."""
@@ -347,7 +352,7 @@ class Algorithm:
         for f in dataclasses.fields(hp):
             if f.name not in ("model", "model_cls", "distribution_cls", "optimizer_cls"):
                 params[f.name] = getattr(hp, f.name)
-        params["env_cls"] = qualified_name(self.env_cls)
+        params["env_cls"] = env_label(self.env_cls)
         params["model_cls"] = qualified_name(self.policy.model)
         params["distribution_cls"] = qualified_name(self.policy.distribution_cls)
         params["optimizer_cls"] = qualified_name(self.optimizer)

@@ -1,6 +1,21 @@
-"""Environments: the batched :class:`Env` protocol (rl8's ``rl8.env``) and rl8's dummy envs."""
+"""Environments: the batched :class:`Env` protocol (rl8's ``rl8.env``), rl8's dummy envs, and
+ordinary Gymnasium envs through :func:`gymnasium_env` (the ``gymnasium`` extra)."""
 
 from .base import Env, EnvConfigError, apply_env_config
 from .dummy import ContinuousDummyEnv, DiscreteDummyEnv
+from .gymnasium import GymnasiumEnv, SubEnvError, gymnasium_env
+from .references import env_label, env_reference, import_env_class
 
-__all__ = ["ContinuousDummyEnv", "DiscreteDummyEnv", "Env", "EnvConfigError", "apply_env_config"]
+__all__ = [
+    "ContinuousDummyEnv",
+    "DiscreteDummyEnv",
+    "Env",
+    "EnvConfigError",
+    "GymnasiumEnv",
+    "SubEnvError",
+    "apply_env_config",
+    "env_label",
+    "env_reference",
+    "gymnasium_env",
+    "import_env_class",
+]

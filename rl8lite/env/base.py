@@ -59,6 +59,10 @@ class Env(ABC):
     #: Longest episode the env runs before truncating it itself (episodic envs).
     #: Used to pick ``horizons_per_env_reset`` when it is left unset.
     max_episode_steps: ClassVar[int | None] = None
+    #: Whether :meth:`load_state_dict` restores every copy exactly. An env whose copies
+    #: live outside its attributes (e.g. Gymnasium envs) sets it to ``False``, and an
+    #: algorithm loading its state resets it at the next collect.
+    restores_state: ClassVar[bool] = True
 
     observation_spec: Spec
     action_spec: Spec
@@ -118,6 +122,15 @@ class Env(ABC):
     def render(self) -> Any:
         """An RGB ``uint8`` frame ``[H, W, 3]`` of copy 0 (optional)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def close(self) -> None:
+        """Release what the env holds outside Python objects (worker processes, windows).
+
+        A no-op here. :meth:`rl8lite.Algorithm.close` calls it (so do
+        :meth:`rl8lite.Trainer.close` and leaving a trainer's ``with`` block); an env
+        that needs it should also release its resources when garbage-collected or at
+        interpreter exit, for envs nobody closed. Calling it twice is harmless.
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """The env's state for checkpoints: its tensor attributes and plain-valued ones.

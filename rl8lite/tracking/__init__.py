@@ -12,12 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .tracker import NullTracker, Tracker, TrackingError
+from .tracker import NullTracker, Tracker, TrackingError, mlflow_version
 
 #: Public names of the submodules that import mlflow, loaded when first asked for.
 _LAZY = {
     "MlflowTracker": "mlflow_tracker",
-    "mlflow_version": "mlflow_tracker",
     "save_policy_model": "policy_model",
     "checkpoint_dir": "store",
     "default_tracking_uri": "store",
@@ -34,4 +33,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["NullTracker", "Tracker", "TrackingError", *_LAZY]
+__all__ = ["NullTracker", "Tracker", "TrackingError", "mlflow_version", *_LAZY]

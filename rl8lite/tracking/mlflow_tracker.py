@@ -11,25 +11,35 @@ without ending its run.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import sys
-import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
 
 from ..algorithms.policy import Policy
 from ..specs import Spec
-from .policy_model import save_policy_model
+from .active_run import activate, deactivate, is_trainer_run
+from .active_run import experiment_name as resolve_experiment_name
+from .policy_model import log_policy_model
+from .retries import retried_quietly, warn_retry_once
 from .tracker import TrackingError
-from .store import artifact_location, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
+from .store import (
+    artifact_location,
+    checkpoint_dir,
+    default_tracking_uri,
+    open_client,
+    runs_view_url,
+    ui_command,
+)
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -80,15 +90,25 @@ class MlflowTracker:
 
     Uses the run the user opened with ``mlflow.start_run`` when there is one
     (and never ends it); otherwise creates and owns a run of its own, so that
-    several trainers in one process each land in their own comparable run.
+    several trainers in one process each land in their own comparable run. An
+    owned run is MLflow's active run until :meth:`end` (so ``mlflow.active_run()`` and
+    the user's ``mlflow.log_*`` calls find it), and MLflow's tracking URI is set to
+    this store when the user set none.
 
     Args:
-        experiment_name: Experiment to log into (created when missing).
+        experiment_name: Experiment to log into (created when missing); ``None``: the one
+            the user set (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``),
+            else ``default_experiment``.
+        default_experiment: The experiment when none is named or set.
         run_name: Optional name of the run.
         tags: Optional tags of the run.
         tracking_uri: Store to use (default: the store of the active MLflow run when one is
             active, else :func:`default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
+        run_id: Continue this run (a resumed trainer's).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, and GPU
+            where ``pynvml`` finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``
+            seconds (default 10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -97,18 +117,21 @@ class MlflowTracker:
 
     def __init__(
         self,
-        experiment_name: str,
+        experiment_name: str | None = None,
         *,
+        default_experiment: str = "rl8lite",
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         tracking_uri: str | None = None,
         flush_interval_s: float = 1.0,
         run_id: str | None = None,
+        log_system_metrics: bool = False,
     ) -> None:
         active = mlflow.active_run()
         # A user's active run lives in MLflow's current store (which may be MLflow's own
-        # default, not the mlruns/ one): log there, into that run.
-        adopt = active is not None and run_id is None
+        # default, not the mlruns/ one): log there, into that run. Another trainer's
+        # active run is never adopted.
+        adopt = active is not None and run_id is None and not is_trainer_run(active.info.run_id)
         self.tracking_uri = tracking_uri or (mlflow.get_tracking_uri() if adopt else default_tracking_uri())
         if adopt and self.tracking_uri != mlflow.get_tracking_uri():
             raise TrackingError(
@@ -124,7 +147,7 @@ class MlflowTracker:
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
         try:
-            self.client = MlflowClient(self.tracking_uri)
+            self.client = open_client(self.tracking_uri)
             if run_id is not None:
                 run = self.client.get_run(run_id)
                 self.run_id = run_id
@@ -132,7 +155,7 @@ class MlflowTracker:
                 self.owns_run = active is None or active.info.run_id != run_id
                 if self.owns_run:
                     self.client.update_run(run_id, status="RUNNING")
-            elif active is not None:
+            elif adopt:
                 self.run_id = active.info.run_id
                 self.experiment_id = active.info.experiment_id
                 self.owns_run = False
@@ -140,7 +163,8 @@ class MlflowTracker:
                     for key, value in tags.items():
                         self.client.set_tag(self.run_id, key, str(value))
             else:
-                self.experiment_id = self._experiment_id(experiment_name)
+                name = resolve_experiment_name(self.client, experiment_name, default_experiment)
+                self.experiment_id = self._experiment_id(name)
                 run = self.client.create_run(
                     self.experiment_id,
                     run_name=run_name,
@@ -157,6 +181,15 @@ class MlflowTracker:
                 f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}"
             ) from e
         self.ended = False
+        #: The policy's LoggedModel once :meth:`log_policy` logged it (eval metrics link to it).
+        self.model_id: str | None = None
+        self._system_metrics = None
+        if self.owns_run:
+            if not mlflow.is_tracking_uri_set():  # the user's mlflow.log_* calls go here too
+                mlflow.set_tracking_uri(self.tracking_uri)
+            activate(self.client, self.run_id)
+            if log_system_metrics:
+                self._system_metrics = start_system_metrics(self.run_id, self.tracking_uri, resumed=self.resumed)
         _OPEN_TRACKERS.add(self)
 
     def _experiment_id(self, name: str) -> str:
@@ -178,6 +211,7 @@ class MlflowTracker:
         if self.ended:
             if self.owns_run:
                 self.client.update_run(self.run_id, status="RUNNING")
+                activate(self.client, self.run_id)
             self.ended = False
             _OPEN_TRACKERS.add(self)
 
@@ -197,7 +231,11 @@ class MlflowTracker:
         """Queue metrics at ``step``; the background writer stores them within ``flush_interval_s``."""
         self._reopen()
         timestamp = int(time.time() * 1000)
-        batch = [Metric(k, float(v), timestamp, int(step)) for k, v in metrics.items()]
+        # Evaluations of a logged policy are that model's metrics too (its Models page).
+        batch = [
+            Metric(k, float(v), timestamp, int(step), model_id=self.model_id if k.startswith("eval/") else None)
+            for k, v in metrics.items()
+        ]
         with self._pending_lock:
             self._pending.extend(batch)
         if self._writer is None or not self._writer.is_alive():
@@ -208,9 +246,10 @@ class MlflowTracker:
         while not self.ended:
             time.sleep(self.flush_interval_s)
             try:
-                self._write_pending()
-            except Exception:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
-                pass
+                with retried_quietly():
+                    self._write_pending()
+            except Exception as e:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
+                warn_retry_once(self.tracking_uri, e)
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -224,17 +263,31 @@ class MlflowTracker:
                     self._pending[:0] = pending
                 raise
 
-    def log_policy(self, policy: Policy, observation_spec: Spec, name: str = "policy") -> str:
-        """Save ``policy`` as an MLflow model in the run's artifacts (see :func:`save_policy_model`).
-
-        Returns its URI, ``runs:/<run id>/<name>``, which ``mlflow.pyfunc.load_model`` serves.
+    def log_policy(
+        self,
+        policy: Policy,
+        observation_spec: Spec,
+        name: str = "policy",
+        *,
+        step: int = 0,
+        registered_model_name: str | None = None,
+    ) -> str:
+        """Log ``policy`` as a LoggedModel of the run (see :func:`log_policy_model`), its
+        metrics at ``step`` linked to it; return ``runs:/<run id>/<name>``, which
+        ``mlflow.pyfunc.load_model`` serves (as does ``models:/<model id>``, :attr:`model_id`).
         """
         self._reopen()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = f"{tmp}/{name}"
-            save_policy_model(policy, observation_spec, path)
-            self.client.log_artifacts(self.run_id, path, artifact_path=name)
+        self.flush()  # the metrics at `step` are linked to the model: write them first
+        with _tracking_uri(self.tracking_uri):
+            info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
+                                    registered_model_name=registered_model_name)
+        self.model_id = info.model_id
         return f"runs:/{self.run_id}/{name}"
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None:
+        """Log an RGB image under ``key`` at ``step`` (the UI's image slider steps through them)."""
+        self._reopen()
+        self.client.log_image(self.run_id, image, key=key, step=int(step), synchronous=True)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Copy a local file into the run's artifacts."""
@@ -274,6 +327,10 @@ class MlflowTracker:
             if not self._pending:  # else stay registered: interpreter exit retries the flush
                 _OPEN_TRACKERS.discard(self)
             if self.owns_run:
+                if self._system_metrics is not None:
+                    self._system_metrics.finish()
+                    self._system_metrics = None
+                deactivate(self.run_id)
                 self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
     @property
@@ -287,6 +344,35 @@ class MlflowTracker:
         return runs_view_url(self.experiment_id)
 
 
-def mlflow_version() -> str:
-    return mlflow.__version__
+@contextlib.contextmanager
+def _tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's tracking URI set to ``uri`` for the fluent calls inside (model logging)."""
+    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            mlflow.set_tracking_uri(previous)
+
+
+def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> Any:
+    """MLflow's system metrics monitor for ``run_id``, started.
+
+    Raises:
+        TrackingError: ``psutil``, which MLflow samples with, is not installed.
+    """
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        raise TrackingError(
+            "log_system_metrics=True needs psutil: pip install 'rl8lite[system-metrics]' (or psutil)"
+        ) from None
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    monitor = SystemMetricsMonitor(run_id, resume_logging=resumed, tracking_uri=tracking_uri)
+    monitor.start()
+    return monitor
+
+
 

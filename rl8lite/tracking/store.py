@@ -10,10 +10,13 @@ current directory is (``notebooks/`` in a notebook), hence this rule.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 
@@ -80,3 +83,39 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
 
     client = MlflowClient(tracking_uri)
     return Path(client.download_artifacts(run_id, artifact, str(destination)))
+
+
+def open_client(tracking_uri: str) -> Any:
+    """An ``MlflowClient`` of ``tracking_uri`` whose store is ready to use.
+
+    A fresh SQLite store creates and migrates its tables on first use; several
+    processes doing that at once (a sweep, a ``torchrun`` job) fail with "table
+    experiments already exists" or "duplicate column name". The first use is
+    serialised across processes with a lock file beside the database.
+    """
+    from mlflow import MlflowClient
+
+    if not tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri)
+    database = Path(tracking_uri[len("sqlite:///"):])
+    with _file_lock(database.with_name(database.name + ".lock")):
+        client = MlflowClient(tracking_uri)
+        client.search_experiments(max_results=1)  # creates or migrates the tables now
+    return client
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes on ``path`` (created if missing); none off POSIX."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock (concurrent first use may fail there)
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -53,3 +53,13 @@ class NullTracker:
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         pass
+
+
+def mlflow_version() -> str:
+    """The installed mlflow's version, read from its metadata (without importing mlflow)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mlflow")
+    except PackageNotFoundError:
+        return "not installed"

@@ -1,7 +1,8 @@
 """What a trainer's checkpoint holds, and how a trainer is rebuilt from one.
 
-A checkpoint is plain data (:mod:`rl8lite.runtime.checkpoint_files`): the env and
-algorithm classes and the config's classes as dotted paths, the config's values,
+A checkpoint is plain data (:mod:`rl8lite.runtime.checkpoint_files`): the env class by
+reference (:func:`rl8lite.env.env_reference`: a dotted path, or a Gymnasium env's
+options), the algorithm and the config's classes as dotted paths, the config's values,
 the algorithm's state (policy, optimizer, schedules, carries, buffer, env), the
 trainer's counters, the RNG states and the MLflow run to continue.
 
@@ -26,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from ..algorithms import Algorithm, AlgorithmConfig, RecurrentAlgorithmConfig
+from ..env import env_reference, import_env_class
 from ..runtime import checkpoint_files as files
 from ..runtime.imports import dotted_path, import_dotted_path
 from ..tracking import checkpoint_dir, default_tracking_uri, download_run_artifact
@@ -111,10 +113,14 @@ def trainer_payload(trainer: Trainer) -> dict[str, Any]:
         CheckpointError: A config value cannot be checkpointed.
     """
     algorithm, tracker = trainer.algorithm, trainer.tracker
+    try:
+        env_cls = env_reference(algorithm.env_cls)  # a dotted path, or a Gymnasium env's options
+    except ImportError as e:
+        raise files.CheckpointError(f"cannot checkpoint env_cls: {e}") from None
     return {
         "format": files.FORMAT,
         "version": files.VERSION,
-        "env_cls": dotted_path(algorithm.env_cls),
+        "env_cls": env_cls,
         "algorithm_cls": dotted_path(type(algorithm)),
         "config": config_to_plain(algorithm.hparams),
         "algorithm": files.to_plain(algorithm.state_dict(), "algorithm state"),
@@ -162,13 +168,13 @@ def algorithm_from_payload(payload: dict[str, Any], path: Path, device: str | No
         CheckpointError: A class it names does not import (the message names ``path``).
     """
     try:
-        env_cls = import_dotted_path(payload["env_cls"])
+        env_cls = import_env_class(payload["env_cls"])
         algorithm_cls = import_dotted_path(payload.get("algorithm_cls", "rl8lite.algorithms.Algorithm"))
         recurrent = "recurrent" in payload["algorithm"] or "seq_len" in payload["config"]
         config = config_from_plain(payload["config"], recurrent=recurrent)
         if device is not None:
             config = config.replace(device=device)
-    except ImportError as e:
+    except (ImportError, TypeError) as e:
         raise files.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
     algorithm = algorithm_cls(env_cls, config)
     algorithm.load_state_dict(payload["algorithm"])

@@ -13,6 +13,16 @@ fields under ``algorithm_config``:
       optimizer_config: {lr: 3e-3}
       seed: 0
 
+A Gymnasium env is named ``env_cls: gymnasium:Acrobot-v1``, or with options as a
+mapping of :func:`~rl8lite.env.gymnasium_env`'s arguments:
+
+.. code-block:: yaml
+
+    env_cls:
+      gymnasium: Acrobot-v1                   # or gymnasium_factory: package.module:make_env
+      vectorization_mode: async
+      max_episode_steps: 300                  # any other key: a gymnasium.make keyword
+
 Every problem (an unreadable file, a missing ``env_cls``, a path that does not
 import, an unknown or out-of-range field) is found when the file is read,
 before any env or MLflow run is created, and named in the error.
@@ -33,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..algorithms.config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
-from ..env import Env
+from ..env import Env, import_env_class
 from ..runtime.imports import import_dotted_path
 
 if TYPE_CHECKING:
@@ -74,8 +84,10 @@ class TrainConfig:
     a bad config fails before any env or MLflow run exists.
 
     Args:
-        env_cls: The env class, or its dotted path (``"package.module.Name"`` or
-            ``"package.module:Name"``).
+        env_cls: The env class, its dotted path (``"package.module.Name"`` or
+            ``"package.module:Name"``), or a Gymnasium env: ``"gymnasium:<env id>"`` or a
+            mapping of :func:`~rl8lite.env.gymnasium_env`'s arguments (``{"gymnasium":
+            <env id>, "vectorization_mode": "async", ...}``).
         algorithm_config: :class:`~rl8lite.AlgorithmConfig` fields;
             ``model_cls``, ``distribution_cls`` and ``optimizer_cls`` may be dotted paths.
         recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm` (``algorithm_config``
@@ -97,8 +109,8 @@ class TrainConfig:
         ...     trainer.step()
     """
 
-    #: The env class (a dotted path is imported at construction).
-    env_cls: type[Env] | str
+    #: The env class (a dotted path or a Gymnasium env's options is imported at construction).
+    env_cls: type[Env] | str | Mapping[str, Any]
     #: :class:`~rl8lite.AlgorithmConfig` fields (a copy; dotted paths imported).
     algorithm_config: dict[str, Any] = field(default_factory=dict)
     #: Build a recurrent algorithm (rl8's ``recurrent``).
@@ -108,10 +120,13 @@ class TrainConfig:
         if not isinstance(self.recurrent, bool):
             raise TrainConfigError(f"recurrent must be true or false, received {self.recurrent!r}")
         _check_env_cls(self.env_cls)
-        if isinstance(self.env_cls, str):
-            path = self.env_cls
-            self.env_cls = import_dotted_path(path, what="env_cls")
-            _check_env_cls(self.env_cls, path)
+        if isinstance(self.env_cls, (str, Mapping)):
+            reference = self.env_cls
+            try:
+                self.env_cls = import_env_class(reference, what="env_cls")
+            except (TypeError, ValueError) as e:  # a malformed Gymnasium env mapping or option
+                raise TrainConfigError(f"env_cls {reference!r}: {e}") from e
+            _check_env_cls(self.env_cls, reference)
         if self.algorithm_config is None:
             self.algorithm_config = {}
         if not isinstance(self.algorithm_config, Mapping):
@@ -184,10 +199,10 @@ class TrainConfig:
             raise type(e)(f"{p}: {e}") from e
 
 
-def _check_env_cls(env_cls: Any, path: str | None = None) -> None:
+def _check_env_cls(env_cls: Any, path: str | Mapping[str, Any] | None = None) -> None:
     """``env_cls`` (imported from ``path``, if given) must be a concrete :class:`Env` subclass."""
-    if isinstance(env_cls, str) and path is None:
-        return  # a dotted path, imported next
+    if isinstance(env_cls, (str, Mapping)) and path is None:
+        return  # a dotted path or a Gymnasium env's options, imported next
     shown = f"env_cls {path!r}" if path is not None else "env_cls"
     if not (isinstance(env_cls, type) and issubclass(env_cls, Env)):
         expected = "must name a subclass of rl8lite.Env" if path is not None else (

@@ -6,24 +6,23 @@ and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 
 from __future__ import annotations
 
+import inspect
 import signal
-import threading
 import time
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from ..algorithms import Algorithm
 from ..conditions import Condition
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
 from .. import tracking
-from ..tracking import NullTracker, Tracker
-from ..tracking.export import ExportError
 from . import checkpoints
 from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
 from .progress import ProgressReport
+from .artifacts import VideoSchedule, record_video, save_policy_or_warn
+from .decisions import agree, end_run, exit_for, exit_status
 
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
@@ -40,7 +39,8 @@ class Trainer:
 
     Args:
         algorithm: The algorithm to train.
-        experiment_name: MLflow experiment (default: the env class name).
+        experiment_name: MLflow experiment. Default: the one set with ``mlflow.set_experiment``
+            (or ``MLFLOW_EXPERIMENT_NAME``/``MLFLOW_EXPERIMENT_ID``), else the env class name.
         run_name: MLflow run name.
         tags: MLflow run tags.
         progress: Print a one-line progress report per step of :meth:`run`
@@ -49,6 +49,13 @@ class Trainer:
             :meth:`run` finishes normally (see :meth:`log_policy`).
         tracker: A custom tracker instead of MLflow (anything with the
             :class:`~rl8lite.tracking.Tracker` methods).
+        registered_model_name: Also register the policy :meth:`run` logs as a new version
+            of this registered model.
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, GPU
+            where present) to the run; needs ``psutil`` (``rl8lite[system-metrics]``).
+
+    While the trainer is open its run is MLflow's active run, so ``mlflow.active_run()``
+    and your own ``mlflow.log_*`` calls find it; closing the trainer ends it.
 
     Examples:
         >>> from rl8lite import Algorithm, Trainer
@@ -68,9 +75,12 @@ class Trainer:
         tags: dict[str, Any] | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
+        registered_model_name: str | None = None,
+        log_system_metrics: bool = False,
     ) -> None:
         self.algorithm = algorithm
+        self.registered_model_name = registered_model_name
         self.state: dict[str, int] = {
             "algorithm/collects": 0,
             "algorithm/steps": 0,
@@ -80,11 +90,12 @@ class Trainer:
         self.progress = ProgressReport(enabled=progress and ranks.is_main)
         self.save_policy = save_policy
         self._model_rebuild_checked = False
-        self.tracker: Tracker
+        self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
                 self.tracker = tracker or tracking.MlflowTracker(
-                    experiment_name or type(algorithm.env).__name__, run_name=run_name, tags=tags
+                    experiment_name, default_experiment=type(algorithm.env).__name__, run_name=run_name,
+                    tags=tags, log_system_metrics=log_system_metrics,
                 )
         if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
             folder = ranks.broadcast_object(
@@ -93,7 +104,7 @@ class Trainer:
             if ranks.is_main:
                 ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
             else:
-                self.tracker = NullTracker(folder or None)
+                self.tracker = tracking.NullTracker(folder or None)
         if not getattr(self.tracker, "resumed", False):
             self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
 
@@ -171,8 +182,12 @@ class Trainer:
         stop_conditions: Iterable[Condition] | None = None,
         checkpoint_every: int | None = None,
         keep_checkpoints: int = 3,
+        steps_per_video: int | None = None,
     ) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
+
+        With ``steps_per_video``, :meth:`record_video` records every that many steps and once
+        at the end (an env without ``render()`` is a warning, once, and training goes on).
 
         With ``checkpoint_every``, a checkpoint is written every that many steps
         (the last ``keep_checkpoints`` are kept on disk; the latest is also the
@@ -202,6 +217,8 @@ class Trainer:
             checkpoint_every=checkpoint_every,
             keep_checkpoints=keep_checkpoints,
         )
+        check_positive_int("steps_per_video", steps_per_video, optional=True)
+        videos = VideoSchedule(self, steps_per_video)
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
         ranks = self.algorithm.ranks
@@ -213,7 +230,7 @@ class Trainer:
                     self.progress.report(train_stats, self.state)
                     steps = self.state["algorithm/steps"]
                     # One decision for every rank: a condition or a signal on any rank counts.
-                    stop, stop_signal, checkpoint = self._agree(
+                    stop, stop_signal, checkpoint = agree(self.algorithm.ranks, 
                         any([condition(train_stats) for condition in conditions]), requests
                     )
                     if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
@@ -226,79 +243,84 @@ class Trainer:
                         break
                     if stop:
                         break
+                    videos.after_step()
                 if stop_signal is None:
                     # Still under the handlers: a signal while the policy is exported or the
                     # metrics are flushed waits for them (it would kill the process and lose both).
                     self.progress.report(train_stats, self.state, final=True)
+                    videos.after_step(final=True)
                     if self.save_policy:
-                        self._save_policy_or_warn()
-                    _, late_stop, checkpoint = self._agree(False, requests)
+                        save_policy_or_warn(self)
+                    _, late_stop, checkpoint = agree(self.algorithm.ranks, False, requests)
                     if checkpoint:
                         self.save_checkpoint(keep=keep_checkpoints)
                     self.tracker.end("FINISHED")
                     stop_signal = late_stop  # training had finished: the run stays complete
         except (KeyboardInterrupt, SystemExit):
-            self._end_run("KILLED", "KeyboardInterrupt")
+            end_run(self, "KILLED", "KeyboardInterrupt")
             raise
         except BaseException as e:
             message = f"{type(e).__name__}: {e}" if not isinstance(e, DistributedError) else str(e)
             killed = isinstance(e, DistributedError) and ": KeyboardInterrupt" in message
-            self._end_run("KILLED" if killed else "FAILED", message)
+            end_run(self, "KILLED" if killed else "FAILED", message)
             raise
         if stop_signal is not None:  # after the handlers above; the run is KILLED (or FINISHED)
-            _exit_for(stop_signal)
+            exit_for(stop_signal)
         return train_stats
 
-    def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
-        """``(stop, stop signal, checkpoint)`` as every rank will act on them (one collective)."""
-        agreed_stop, signum, checkpoint = self.algorithm.ranks.agree(
-            [stop, requests.stop or 0, requests.checkpoint]
-        )
-        requests.checkpoint = False
-        return bool(agreed_stop), int(signum) or None, bool(checkpoint)
+    def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
+        """Log the policy to the run as an MLflow model; return its URI, ``runs:/<run id>/<name>``.
 
-    def _end_run(self, status: str, message: str) -> None:
-        if not self.algorithm.ranks.distributed or threading.current_thread() is not threading.main_thread():
-            self.tracker.end(status, message=message)
-            return
-        # torchrun stops the other ranks with SIGTERM once one fails: hold it off until the
-        # run has its status (the handlers only record a signal).
-        with SignalRequests():
-            self.tracker.end(status, message=message)
-
-    def _save_policy_or_warn(self) -> None:
-        # Training succeeded: failing to save the model (e.g. torch.export cannot trace
-        # a custom model) must not fail the run, nor lose the weights. Rank 0 exports;
-        # every rank then writes a checkpoint if it failed.
-        reason = None
-        if self.algorithm.ranks.is_main:
-            try:
-                self.log_policy()
-            except Exception as e:
-                reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
-        if not self.algorithm.ranks.agree([reason is not None])[0]:
-            return
-        try:
-            kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
-        except Exception as checkpoint_error:
-            kept = f"; writing a checkpoint failed too ({type(checkpoint_error).__name__}: {checkpoint_error})"
-        if reason is not None:
-            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=3)
-
-    def log_policy(self, name: str = "policy") -> str:
-        """Save the policy to the run as an MLflow model; return its URI.
-
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic
-        actions for a numpy batch of observations (a dict of arrays for dict
-        observations); pass ``params={"deterministic": False}`` to sample.
-        Recurrent policies take and return ``"recurrent_state"`` (see
-        ``rl8lite/_pyfunc_policy.py``). Loading needs no rl8lite.
+        It is an MLflow LoggedModel of the run (the run's Models tab), with the metrics at
+        the current env step and later evaluations linked to it, loadable by that URI or
+        ``models:/<model id>`` (``trainer.tracker.model_id``) and servable with ``mlflow models
+        serve``; ``registered_model_name`` (default: the trainer's) registers a new version.
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a
+        numpy batch of observations (a dict of arrays for dict observations);
+        ``params={"deterministic": False}`` samples. Recurrent policies take and return
+        ``"recurrent_state"`` (``rl8lite/tracking/_pyfunc_policy.py``). Loading needs no rl8lite.
 
         Examples:
             >>> uri = trainer.log_policy()  # doctest: +SKIP
             >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
         """
-        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec, name)
+        policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
+        if "step" not in inspect.signature(self.tracker.log_policy).parameters:  # a plain Tracker
+            return self.tracker.log_policy(policy, spec, name)
+        return self.tracker.log_policy(
+            policy, spec, name, step=self.state["env/steps"],
+            registered_model_name=registered_model_name or self.registered_model_name,
+        )
+
+    def record_video(
+        self,
+        *,
+        env_config: dict[str, Any] | None = None,
+        name: str | None = None,
+        max_steps: int = 1000,
+        deterministic: bool = True,
+    ) -> str | None:
+        """Roll the current policy out on a separate one-copy env and log a video of it.
+
+        The env (``env_cls(1, horizon)``, reset with ``env_config``) is stepped until its
+        episode ends or ``max_steps``, and its ``render()`` frame of each step is encoded as an
+        H.264 MP4 (with the ``video`` extra; an animated GIF otherwise), downscaled to at most
+        640 pixels wide, and logged to the run as ``videos/<name or "rollout">/step_<env
+        steps>.<ext>``, with its first frame as an image under the same key (the UI's
+        image slider steps through training) and the episode's return and length as
+        metrics. The training env, buffer and random streams are untouched. Under
+        ``torchrun`` rank 0 records; the others return ``None``.
+
+        Returns:
+            The video's artifact path in the run.
+
+        Raises:
+            NotImplementedError: The env has no ``render()``.
+            ValueError: ``render()`` returns something other than an RGB ``uint8`` array, or
+                ``max_steps`` is not a positive int.
+        """
+        return record_video(self, env_config=env_config, name=name, max_steps=max_steps,
+                            deterministic=deterministic)
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
@@ -348,7 +370,7 @@ class Trainer:
         device: str | None = None,
         progress: bool = True,
         save_policy: bool = True,
-        tracker: Tracker | None = None,
+        tracker: tracking.Tracker | None = None,
     ) -> Trainer:
         """Rebuild a trainer from a checkpoint and reopen its MLflow run: the step axis
         continues, params are not logged again.
@@ -381,28 +403,20 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ lifecycle
-    def close(self, status: str = "FINISHED") -> None:
-        """Flush metrics and end the MLflow run (a user-opened run stays open)."""
-        self.tracker.end(status)
+    def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
+        """Flush metrics, end the MLflow run (a user-opened run stays open) and close the env."""
+        try:
+            self.tracker.end(status, message=message)
+        finally:
+            self.algorithm.close()
 
     def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if exc_type is None:
-            self.tracker.end("FINISHED")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.tracker.end("KILLED", message="KeyboardInterrupt")
-        else:
-            self.tracker.end("FAILED", message=f"{exc_type.__name__}: {exc}")
+        status, message = exit_status(exc_type, exc)
+        self.close(status, message=message)
 
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.
 RecurrentTrainer = Trainer
-
-
-def _exit_for(signum: int) -> NoReturn:
-    """Leave as a stop signal asks: ``KeyboardInterrupt`` for SIGINT, else exit ``128 + signum``."""
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)

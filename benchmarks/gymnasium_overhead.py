@@ -1,0 +1,197 @@
+"""What ``gymnasium_env`` costs: env steps/s of a collect against stepping the same vector env.
+
+For each env (Gymnasium's ``CartPole-v1`` with ``CARTPOLE``, ``Acrobot-v1`` with
+``ACROBOT``: their ``horizon``, and their ``num_envs`` unless ``--num-envs`` says
+otherwise) and vectorization mode, every repeat times, back to back (in rotating order),
+the same number of env steps (``collects x num_envs x horizon``) three ways:
+
+- **gymnasium**: Gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` made as the adapter
+  makes it (same-step autoreset, observations not copied), stepped with
+  ``action_space.sample()`` actions: the upper bound;
+- **collect**: ``Algorithm(gymnasium_env(env_id, vectorization_mode=mode), seed=0,
+  **CONFIG).collect()`` after a warm-up collect: the env steps plus everything PPO's
+  rollout does per step (the policy's forward pass and sampling, the buffer writes) and
+  per collect (statistics, the values pass, an env reset every ``horizons_per_env_reset``
+  collects), plus the adapter's conversions;
+- **adapter step**: ``env.step(env.action_spec.rand([num_envs]))`` on a second adapter
+  env: the adapter alone (its per-copy wrapper, the action, observation, reward and
+  final-observation conversions, the TensorDict), without PPO.
+
+The ratios collect / gymnasium and adapter step / gymnasium (env steps/s) are taken
+within each repeat; the script prints min/median/max over the repeats. The issue's goal
+is collect / gymnasium >= 0.9. One torch thread.
+
+``--clock cpu`` times with this process's CPU time instead of the wall clock: on a
+machine other jobs share, it leaves out the time spent waiting for a core. It sees this
+process only, so it is for ``--modes sync`` (async copies step in worker processes).
+
+Usage:
+    python benchmarks/gymnasium_overhead.py --repeats 5 --json benchmarks/results/gymnasium-overhead.json
+    python benchmarks/gymnasium_overhead.py --modes sync --clock cpu --json benchmarks/results/gymnasium-overhead-sync-cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import torch
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from rl8lite import Algorithm
+from rl8lite.env import gymnasium_env
+from rl8lite.examples.configs import ACROBOT, CARTPOLE
+
+sys.path.insert(0, str(Path(__file__).parent))
+from provenance import write_results  # noqa: E402
+
+CASES = {"CartPole-v1": CARTPOLE, "Acrobot-v1": ACROBOT}
+
+
+#: The clock timings use: the wall clock, or this process's CPU time (``--clock cpu``).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
+
+def gymnasium_steps_per_s(vector_env: Any, steps: int) -> float:
+    """Env steps/s of ``steps // num_envs`` vector steps with random actions."""
+    start = clock()
+    for _ in range(steps // vector_env.num_envs):
+        vector_env.step(vector_env.action_space.sample())
+    return steps / (clock() - start)
+
+
+def adapter_steps_per_s(env: Any, steps: int) -> float:
+    """Env steps/s of ``steps // num_envs`` adapter steps with random actions (as a collect runs them)."""
+    start = clock()
+    with torch.inference_mode():
+        for _ in range(steps // env.num_envs):
+            env.step(env.action_spec.rand([env.num_envs]))
+    return steps / (clock() - start)
+
+
+def collect_steps_per_s(algo: Algorithm, steps: int) -> float:
+    start = clock()
+    for _ in range(steps // (algo.hparams.num_envs * algo.hparams.horizon)):
+        algo.collect()
+    return steps / (clock() - start)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def measure(
+    env_id: str, mode: str, config: dict[str, Any], repeats: int, collects: int
+) -> dict[str, Any]:
+    n, horizon = config["num_envs"], config["horizon"]
+    steps = collects * n * horizon
+    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
+    vector_env = vector_cls(
+        [functools.partial(gymnasium.make, env_id)] * n,
+        copy=False,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    vector_env.reset(seed=0)
+    vector_env.action_space.seed(0)
+    env_cls = gymnasium_env(env_id, vectorization_mode=mode)
+    algo = Algorithm(env_cls, seed=0, device="cpu", **config)
+    algo.collect()  # warm-up: the first reset, lazy allocations
+    env = env_cls(n)
+    env.reset()
+    timings: dict[str, Any] = {
+        "gymnasium": lambda: gymnasium_steps_per_s(vector_env, steps),
+        "collect": lambda: collect_steps_per_s(algo, steps),
+        "adapter step": lambda: adapter_steps_per_s(env, steps),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in timings}
+    try:
+        for repeat in range(repeats):
+            names = list(timings)
+            for name in names[repeat % 3 :] + names[: repeat % 3]:
+                rates[name].append(timings[name]())
+            print(
+                f"  {env_id} {mode} {n} envs, repeat {repeat}: "
+                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in timings)
+                + " env steps/s",
+                flush=True,
+            )
+    finally:
+        algo.close()
+        env.close()
+        vector_env.close()
+    ratios = {
+        name: [a / b for a, b in zip(rates[name], rates["gymnasium"])]
+        for name in ("collect", "adapter step")
+    }
+    return {
+        "num_envs": n,
+        "horizon": horizon,
+        "env_steps_per_timing": steps,
+        "env_steps_per_s": {name: spread(values) for name, values in rates.items()},
+        "ratio_to_gymnasium": {name: spread(values) for name, values in ratios.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--envs", nargs="+", choices=sorted(CASES), default=sorted(CASES))
+    parser.add_argument("--modes", nargs="+", choices=["sync", "async"], default=["sync", "async"])
+    parser.add_argument(
+        "--num-envs", type=int, nargs="+", help="copies (default: each config's num_envs)"
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--collects", type=int, default=16, help="collects' worth of env steps per timing"
+    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    args = parser.parse_args()
+    if args.clock == "cpu" and "async" in args.modes:
+        parser.error("--clock cpu times this process only: use it with --modes sync")
+    global clock
+    clock = CLOCKS[args.clock]
+    torch.set_num_threads(1)
+    results = {}
+    for env_id in args.envs:
+        for mode in args.modes:
+            for n in args.num_envs or [CASES[env_id]["num_envs"]]:
+                config = {**CASES[env_id], "num_envs": n}
+                results[f"{env_id} {mode} {n} envs"] = measure(
+                    env_id, mode, config, args.repeats, args.collects
+                )
+    print(
+        f"\n{'env, mode, copies':<28} {'gymnasium steps/s':>18}  {'collect / gymnasium':>22}"
+        f"  {'adapter step / gymnasium':>26}   (min / median / max)"
+    )
+    for name, r in results.items():
+        ratios = r["ratio_to_gymnasium"]
+        shown = [
+            "  ".join(f"{ratios[k][q]:.2f}" for q in ("min", "median", "max"))
+            for k in ("collect", "adapter step")
+        ]
+        print(
+            f"{name:<28} {r['env_steps_per_s']['gymnasium']['median']:>18,.0f}  {shown[0]:>22}  {shown[1]:>26}"
+        )
+    if args.json:
+        write_results(
+            args.json,
+            {
+                "repeats": args.repeats,
+                "clock": args.clock,
+                "configs": {e: CASES[e] for e in args.envs},
+                "results": results,
+            },
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Gymnasium spaces as rl8lite specs, and batches of their numpy values as tensors.
+
+Observations (any nesting of these):
+
+====================================  ==================================================
+Gymnasium space                       rl8lite spec (values)
+====================================  ==================================================
+``Box``, every bound infinite         ``Unbounded(shape)``
+``Box``, some bound finite            ``Bounded(low, high)`` (infinite bounds kept)
+``Box`` float64                       the same spec in float32 (observed as float32)
+``Discrete(n, start)``                ``Categorical(n, shape=[1])``, observed as ``x - start``
+``MultiDiscrete(nvec, start)``        ``MultiCategorical(nvec)``, observed as ``x - start``
+``MultiBinary(n)``                    ``Categorical(2, shape=n, dtype=torch.int8)``
+``Dict``                              ``Composite`` with the same keys
+``Tuple``                             ``Composite`` with keys ``"0"``, ``"1"``, ...
+====================================  ==================================================
+
+Actions: ``Discrete(n, start)`` is ``Categorical(n, shape=[1])`` (the env gets
+``a + start``); a float ``Box`` with finite bounds is ``Bounded(low, high)`` in
+float32, one with an infinite bound ``Unbounded``; the env gets the action clipped
+to the Box's bounds in the Box's dtype (the raw sample stays in the buffer for the
+log-probabilities). Any other space is an :class:`UnsupportedSpaceError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from tensordict import TensorDict
+
+from ..specs import Bounded, Categorical, Composite, MultiCategorical, Spec, Unbounded
+
+#: ``convert(batch, n)``: a batch of ``n`` numpy values of a space as a tensor or TensorDict.
+ObservationConverter = Callable[[Any, int], "torch.Tensor | TensorDict"]
+ActionConverter = Callable[[torch.Tensor], np.ndarray]
+
+
+class UnsupportedSpaceError(TypeError):
+    """A Gymnasium space has no rl8lite spec (or no policy samples it); the message names it."""
+
+
+def to_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A copy of ``array`` as a ``dtype`` tensor on ``device`` (vector envs reuse their arrays)."""
+    if not array.flags.writeable:  # torch warns on read-only arrays, even when it copies
+        array = array.copy()
+    return torch.from_numpy(array).to(device=device, dtype=dtype, copy=True)
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
+def observation_mapping(
+    space: spaces.Space, device: torch.device
+) -> tuple[Spec, ObservationConverter]:
+    """The spec of one copy's observations and the converter of a batch of them.
+
+    Raises:
+        UnsupportedSpaceError: ``space`` (or a part of it) has no spec.
+
+    Examples:
+        >>> import torch
+        >>> from gymnasium import spaces
+        >>> spec, convert = observation_mapping(spaces.Discrete(3, start=1), torch.device("cpu"))
+        >>> spec
+        Categorical(n=3, shape=[1], dtype=torch.int64, device=cpu)
+        >>> convert(np.array([1, 3]), 2).tolist()
+        [[0], [2]]
+    """
+    if isinstance(space, spaces.Box):
+        dtype = torch.float32 if space.dtype == np.float64 else _torch_dtype(space.dtype)
+        if np.isneginf(space.low).all() and np.isposinf(space.high).all():
+            spec: Spec = Unbounded(space.shape, device=device, dtype=dtype)
+        else:
+            spec = Bounded(
+                torch.as_tensor(space.low), torch.as_tensor(space.high), space.shape, device, dtype
+            )
+        return spec, lambda batch, n: to_tensor(batch, dtype, device)
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        spec = Categorical(int(space.n), shape=[1], device=device)
+        return spec, lambda batch, n: (to_tensor(batch, torch.long, device) - start).view(n, 1)
+    if isinstance(space, spaces.MultiDiscrete):
+        start = torch.as_tensor(space.start, dtype=torch.long, device=device)
+        spec = MultiCategorical(torch.as_tensor(space.nvec), device=device)
+        return spec, lambda batch, n: to_tensor(batch, torch.long, device) - start
+    if isinstance(space, spaces.MultiBinary):
+        spec = Categorical(2, shape=space.shape, device=device, dtype=torch.int8)
+        return spec, lambda batch, n: to_tensor(batch, torch.int8, device)
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
+        parts = {str(key): (key, *observation_mapping(sub, device)) for key, sub in items}
+        composite = Composite({name: spec for name, (_, spec, _) in parts.items()}, device=device)
+
+        def convert(batch: Any, n: int) -> TensorDict:
+            entries = {name: part(batch[key], n) for name, (key, _, part) in parts.items()}
+            return TensorDict(entries, batch_size=[n], device=device)
+
+        return composite, convert
+    raise UnsupportedSpaceError(
+        f"observation space {space} has no rl8lite spec: Box, Discrete, MultiDiscrete, MultiBinary,"
+        " and Dict/Tuple of them are supported (wrap the env, e.g. with a gymnasium"
+        " ObservationWrapper, to offer one of those)"
+    )
+
+
+def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ActionConverter]:
+    """The action spec the policy samples and the converter of a batch of its actions for the env.
+
+    Raises:
+        UnsupportedSpaceError: No rl8lite policy samples ``space``.
+
+    Examples:
+        >>> import torch
+        >>> from gymnasium import spaces
+        >>> spec, convert = action_mapping(spaces.Box(-1.0, 1.0, (1,)), torch.device("cpu"))
+        >>> convert(torch.tensor([[0.5], [3.0]])).tolist()
+        [[0.5], [1.0]]
+    """
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        spec: Spec = Categorical(int(space.n), shape=[1], device=device)
+        if start:
+            return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1) + start
+        return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1)
+    if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        low, high, dtype = space.low, space.high, space.dtype
+        if np.isfinite(low).all() and np.isfinite(high).all():
+            spec = Bounded(
+                torch.as_tensor(low), torch.as_tensor(high), space.shape, device, torch.float32
+            )
+        else:
+            spec = Unbounded(space.shape, device=device, dtype=torch.float32)
+        return spec, lambda actions: np.clip(actions.detach().cpu().numpy(), low, high).astype(
+            dtype, copy=False
+        )
+    raise UnsupportedSpaceError(
+        f"action space {space} cannot be served by an rl8lite policy, which samples Discrete or"
+        " float Box actions: wrap the env (e.g. with a gymnasium ActionWrapper) to offer one of those"
+    )

@@ -1,0 +1,312 @@
+"""Gymnasium's own vector envs under the adapter: one wrapper per copy, failures named.
+
+Each copy is wrapped in :class:`CopyWrapper`, which names the copy in any exception
+its env raises (as a :class:`SubEnvError` carrying the original type, message and
+traceback), sets and restores physical parameters, and renders copy 0 only.
+:class:`ReportingAsyncVectorEnv` is Gymnasium's ``AsyncVectorEnv`` with two changes:
+a sub-env's exception is raised as that :class:`SubEnvError` (Gymnasium raises a
+bare copy of it and logs the traceback through ``warnings``, which ``-W error``
+turns into a different exception), and a worker that dies is reported by index
+and signal instead of as a bare ``EOFError``; after either, every worker is ended.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState
+
+from .gymnasium import SubEnvError
+
+#: The reset observation comes in the same step, the final observation beside it in the infos.
+SAME_STEP = AutoresetMode.SAME_STEP
+_GYMNASIUM_ENV_ATTRIBUTES = frozenset(dir(gymnasium.Env))
+_CLASS_ATTRIBUTE = object()  # marks a parameter that was a class attribute before it was set
+
+
+def _describe_failure(index: int, call: str, error: BaseException) -> str:
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return (
+        f"sub-env {index} raised {type(error).__name__} in {call}: {error}\n"
+        f"--- traceback of sub-env {index} ---\n{trace.rstrip()}"
+    )
+
+
+def _is_parameter(value: Any) -> bool:
+    if isinstance(value, (bool, int, float, str, np.number, np.bool_)):
+        return True
+    return isinstance(value, (list, tuple)) and all(_is_parameter(v) for v in value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.number, np.bool_)):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+class CopyWrapper(gymnasium.Wrapper):
+    """Copy ``index`` of a vector env (see the module docstring).
+
+    Args:
+        env: The copy's env (as ``gymnasium.make`` or the user's factory made it).
+        index: Its index in the vector env.
+    """
+
+    def __init__(self, env: gymnasium.Env, index: int) -> None:
+        super().__init__(env)
+        self.index = index
+        self._originals: dict[str, Any] = {}
+
+    def step(self, action: Any) -> Any:
+        try:
+            return self.env.step(action)
+        except Exception as e:
+            raise SubEnvError(_describe_failure(self.index, "step()", e)) from e
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except Exception as e:
+            raise SubEnvError(_describe_failure(self.index, "reset()", e)) from e
+
+    def rl8lite_parameters(self) -> dict[str, Any]:
+        """The unwrapped env's public attributes holding numbers, strings or lists of them."""
+        env, found = self.unwrapped, {}
+        for name in dir(env):
+            if name.startswith("_") or name in _GYMNASIUM_ENV_ATTRIBUTES:
+                continue
+            try:
+                raw = inspect.getattr_static(env, name)
+            except AttributeError:
+                continue
+            if not isinstance(raw, (property, classmethod, staticmethod)) and _is_parameter(raw):
+                found[name] = _plain(getattr(env, name))
+        return found
+
+    def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
+        """Set ``changes`` on the unwrapped env; put back the original value of each of ``restore``."""
+        env = self.unwrapped
+        try:
+            for name in restore:
+                original = self._originals.pop(name)
+                if original is _CLASS_ATTRIBUTE:
+                    delattr(env, name)  # the class attribute shows again, exactly as it was
+                else:
+                    setattr(env, name, original)
+            for name, value in changes.items():
+                if name not in self._originals:
+                    self._originals[name] = vars(env).get(name, _CLASS_ATTRIBUTE)
+                setattr(env, name, value)
+        except Exception as e:
+            raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
+
+    def rl8lite_render(self) -> Any:
+        """Copy 0's frame (``None`` from the other copies, which never render), or why it has
+        none, as a string, when the env's renderer is not installed (e.g. pygame)."""
+        if self.index != 0:
+            return None
+        try:
+            return self.env.render()
+        except gymnasium.error.DependencyNotInstalled as e:
+            return str(e)
+        except Exception as e:
+            raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
+
+
+def describe_source(
+    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
+) -> tuple[str, int | None, bool]:
+    """The class name, the longest episode and whether copy 0 can render ``rgb_array``, of an
+    env id (as ``gymnasium.make`` takes it) or a factory.
+
+    Raises:
+        ValueError: Gymnasium has no env ``source``.
+    """
+    if isinstance(source, str):
+        module, _, env_id = source.rpartition(":")
+        if module:
+            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
+        try:
+            spec = gymnasium.spec(env_id)
+        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
+            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        steps = make_kwargs.get("max_episode_steps", spec.max_episode_steps)
+        name = env_id
+    else:
+        creator, steps = source, make_kwargs.get("max_episode_steps")
+        name = getattr(source, "__name__", type(source).__name__)
+        try:
+            if "render_mode" not in inspect.signature(source).parameters:
+                return name, steps, False
+        except (TypeError, ValueError):
+            return name, steps, False
+    metadata = getattr(creator, "metadata", None)
+    if isinstance(metadata, dict):
+        modes = metadata.get("render_modes", ())
+    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
+        modes = ("rgb_array",) if callable(source) else ()
+    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
+    return name, steps, "rgb_array" in modes
+
+
+def make_copy(
+    source: str | Callable[..., Any],
+    make_kwargs: dict[str, Any],
+    index: int,
+    render_kwargs: dict[str, Any],
+) -> CopyWrapper:
+    """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
+    ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
+    kwargs = {**make_kwargs, **render_kwargs}
+    try:
+        if isinstance(source, str):
+            env = gymnasium.make(source, **kwargs)
+        else:
+            time_limit = kwargs.pop("max_episode_steps", None)
+            env = source(**kwargs)
+            if not isinstance(env, gymnasium.Env):
+                raise TypeError(f"the factory returned {type(env).__name__}, not a gymnasium.Env")
+            if time_limit is not None:
+                env = gymnasium.wrappers.TimeLimit(env, time_limit)
+    except Exception as e:
+        raise SubEnvError(_describe_failure(index, "its construction", e)) from e
+    return CopyWrapper(env, index)
+
+
+def _death(process: Any) -> str:
+    code = process.exitcode
+    if code is None:
+        return "closed its pipe"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class ReportingAsyncVectorEnv(AsyncVectorEnv):
+    """Gymnasium's ``AsyncVectorEnv``, reporting failures by sub-env (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            with self._reporting_dead_workers():
+                super().__init__(*args, **kwargs)
+        except BaseException:
+            self.terminate()
+            raise
+
+    def reset(self, **kwargs: Any) -> Any:
+        with self._reporting_dead_workers():
+            return super().reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        with self._reporting_dead_workers():
+            return super().step(actions)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        with self._reporting_dead_workers():
+            return super().call(name, *args, **kwargs)
+
+    def _raise_if_errors(self, successes: Iterable[bool]) -> None:
+        successes = list(successes)
+        if all(successes):
+            return
+        messages = []
+        for _ in range(len(successes) - sum(successes)):
+            index, error_type, error, trace = self.error_queue.get()
+            if isinstance(error, SubEnvError):
+                messages.append(str(error))
+            else:
+                messages.append(
+                    f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
+                    f"--- traceback of sub-env {index} ---\n{trace.rstrip()}"
+                )
+        self.terminate()
+        raise SubEnvError("\n\n".join(messages))
+
+    @contextmanager
+    def _reporting_dead_workers(self) -> Iterator[None]:
+        try:
+            yield
+        except (EOFError, ConnectionError) as e:
+            processes = getattr(self, "processes", [])
+            deadline = time.monotonic() + 5.0
+            dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
+            while not dead and processes and time.monotonic() < deadline:  # a dying worker
+                time.sleep(0.01)
+                dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
+            details = "; ".join(
+                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i])}"
+                for i in dead
+            )
+            self.terminate()
+            raise SubEnvError(
+                f"{details or 'a worker process closed its pipe'} ({type(e).__name__} on its pipe);"
+                " every worker has been stopped"
+            ) from e
+
+    def terminate(self) -> None:
+        """End every worker process now (SIGTERM, then SIGKILL after 5 s) and close the pipes."""
+        processes = getattr(self, "processes", [])
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(5.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for pipe in getattr(self, "parent_pipes", []):
+            if pipe is not None:
+                pipe.close()
+        self.closed = True
+
+    def shutdown(self) -> None:
+        """Close the workers' envs and end the workers; :meth:`terminate` them if they cannot."""
+        if self.closed:
+            return
+        pipes_open = all(pipe is not None and not pipe.closed for pipe in self.parent_pipes)
+        if (
+            self._state is AsyncState.DEFAULT
+            and pipes_open
+            and all(p.is_alive() for p in self.processes)
+        ):
+            try:
+                self.close()
+                return
+            except (EOFError, OSError):
+                pass
+        self.terminate()
+
+
+def shutdown(vector_env: VectorEnv) -> None:
+    """Close ``vector_env`` (idempotent); for async envs, no worker process remains after it."""
+    if isinstance(vector_env, ReportingAsyncVectorEnv):
+        vector_env.shutdown()
+    elif not vector_env.closed:
+        vector_env.close()
+
+
+def make_vector_env(
+    env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str, vector_kwargs: dict[str, Any]
+) -> VectorEnv:
+    """Gymnasium's ``SyncVectorEnv`` (``mode="sync"``) or ``AsyncVectorEnv`` (``"async"``) over
+    ``env_fns``, in the same-step autoreset mode, returning its own arrays (no copies)."""
+    cls = SyncVectorEnv if mode == "sync" else ReportingAsyncVectorEnv
+    return cls(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)

@@ -1,0 +1,73 @@
+"""How configs and checkpoints name an env class: a dotted path, or a Gymnasium env's options.
+
+An ordinary :class:`~rl8lite.Env` subclass is named by its dotted path
+(``"package.module.Name"``). A class made by :func:`~rl8lite.env.gymnasium_env` is
+named by the options it was made with: ``"gymnasium:Acrobot-v1"`` (an env id with
+the default options) or a mapping ``{"gymnasium": "Acrobot-v1", "vectorization_mode":
+"async", ...}`` (``"gymnasium_factory": "package.module:function"`` for a factory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..runtime.imports import dotted_path, import_dotted_path
+from .gymnasium import GymnasiumEnv, gymnasium_env, gymnasium_env_from_reference
+
+GYMNASIUM_PREFIX = "gymnasium:"
+
+
+def env_reference(env_cls: type) -> str | dict[str, Any]:
+    """The name :func:`import_env_class` imports ``env_cls`` back from.
+
+    Raises:
+        ImportError: ``env_cls`` cannot be named (a class defined in a function or in
+            ``__main__``; a Gymnasium env made from a factory without a dotted path or
+            with options that are not plain data).
+
+    Examples:
+        >>> from rl8lite.env import DiscreteDummyEnv, gymnasium_env
+        >>> env_reference(DiscreteDummyEnv)
+        'rl8lite.env.dummy.DiscreteDummyEnv'
+        >>> env_reference(gymnasium_env("CartPole-v1", vectorization_mode="async"))
+        {'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        if env_cls.reference is None:
+            raise ImportError(
+                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or checkpoint:"
+                " make it with an env id or a module-level factory, and make keywords that are"
+                " numbers, strings, lists or dicts"
+            )
+        return dict(env_cls.reference)
+    return dotted_path(env_cls)
+
+
+def env_label(env_cls: type) -> str:
+    """``env_cls``'s reference as one string, for experiment tracking (never raises)."""
+    try:
+        reference = env_reference(env_cls)
+    except ImportError:
+        return f"{env_cls.__module__}.{env_cls.__qualname__}"
+    return reference if isinstance(reference, str) else repr(reference)
+
+
+def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
+    """The env class named by ``reference`` (see the module docstring).
+
+    Raises:
+        ImportError: A dotted path that does not import, or Gymnasium is missing.
+        TypeError: A mapping without exactly one of ``"gymnasium"`` and ``"gymnasium_factory"``.
+
+    Examples:
+        >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
+        'DiscreteDummyEnv'
+        >>> import_env_class("gymnasium:CartPole-v1").__name__
+        'CartPole-v1'
+    """
+    if isinstance(reference, Mapping):
+        return gymnasium_env_from_reference(reference)
+    if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
+        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
+    return import_dotted_path(reference, what=what)
