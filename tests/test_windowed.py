@@ -233,3 +233,15 @@ def test_a_trainer_resumes_windows_that_continue_across_collects_from_its_checkp
     assert [{k: v for k, v in s.items() if not k.startswith("throughput/")} for s in done + continued] == [
         {k: v for k, v in s.items() if not k.startswith("throughput/")} for s in reference
     ]
+
+
+def test_a_rollout_video_of_a_model_with_windows_is_refused_by_name_and_training_goes_on(experiment_name: str) -> None:
+    from rl8lite import Trainer
+    from rl8lite.conditions import HitsUpperBound
+
+    with Trainer(stacking(True), experiment_name=experiment_name, progress=False, save_policy=False) as trainer:
+        with pytest.raises(NotImplementedError, match=r"Stacked sees windows of past observations \['obs'\]"):
+            trainer.record_video(max_steps=5)
+        with pytest.warns(RuntimeWarning, match="no rollout videos: Stacked sees windows"):
+            trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)], steps_per_video=1)
+        assert trainer.state["algorithm/steps"] == 2

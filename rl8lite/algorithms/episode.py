@@ -42,13 +42,13 @@ def render_episode(
         env = make_env()
         with torch.inference_mode():
             obs = env.reset(config=env_config)
-            states = policy.model.init_states(1, env.device) if policy.recurrent else None
+            states = policy.init_states(1) if policy.recurrent else None
             for _ in range(max_steps):
                 frames.append(env.render())
                 if states is not None:
                     actions, _, _, states = policy.act_recurrent(obs, states, deterministic=deterministic)
                 else:
-                    actions = policy.sample(obs, deterministic=deterministic)[0]
+                    actions = policy.sample_actions(obs, deterministic=deterministic)[0]
                 out = env.step(actions)
                 obs = out[DataKeys.OBS]
                 total += float(out[DataKeys.REWARDS][0, 0])

@@ -59,6 +59,17 @@ def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
     return [leaf for key in spec for leaf in observation_paths(spec[key], (*prefix, key))]
 
 
+def windows_seen(model: Any, observation_spec: Spec) -> str | None:
+    """``"<Model> sees windows of past observations [...] (view requirements)"``, or ``None``
+    when ``model`` sees the current observation alone: what exports and rollout videos,
+    which feed one observation per step, name when they refuse a model."""
+    entries = plan_windows(model, observation_spec)
+    if not entries:
+        return None
+    keys = sorted(".".join((DataKeys.OBS, *entry.path)) for entry in entries)
+    return f"{type(model).__name__} sees windows of past observations {keys} (view requirements)"
+
+
 def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
     """The observation entries ``model``'s view requirements window (``shift > 0``).
 

@@ -31,7 +31,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from ..algorithms.policy import Policy, as_spec_dtype
-from ..algorithms.windowed import plan_windows
+from ..algorithms.windowed import windows_seen
 from ..specs import Composite, Spec
 
 #: Name of the recurrent state among the served model's inputs and outputs.
@@ -153,13 +153,11 @@ def export_policy(policy: Policy, observation_spec: Spec, folder: str | Path) ->
         ExportError: ``torch.export`` could not trace the model (its message is kept), or
             the model sees windows of past observations (view requirements).
     """
-    windowed = plan_windows(policy.model, observation_spec)
+    windowed = windows_seen(policy.model, observation_spec)
     if windowed:
-        keys = sorted(".".join(("obs", *entry.path)) for entry in windowed)
         raise ExportError(
-            f"{type(policy.model).__name__} sees windows of past observations {keys} (view requirements),"
-            " and the exported program takes one observation per row: it cannot be exported yet"
-            " (checkpoints keep the policy)"
+            f"{windowed}, and the exported program takes one observation per row: it cannot be"
+            " exported yet (checkpoints keep the policy)"
         )
     program = PolicyProgram(policy, observation_spec)
     names = [name or OBS_KEY for name, _ in observation_leaves(observation_spec)]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..algorithms.episode import render_episode
+from ..algorithms.windowed import windows_seen
 from ..tracking.export import ExportError
 from ..tracking.video import check_frame, encode_video
 
@@ -37,6 +38,9 @@ def record_video(
     if not algorithm.ranks.is_main:
         return None
     env_cls, hp = algorithm.env_cls, algorithm.hparams
+    windowed = windows_seen(algorithm.policy.model, algorithm.env.observation_spec)
+    if windowed:
+        raise NotImplementedError(f"{windowed}: a rollout video feeds it one observation per step")
     env_kwargs: dict[str, Any] = {"device": algorithm.device}
     if hp.env_config:
         env_kwargs["config"] = dict(hp.env_config)

@@ -376,16 +376,11 @@ class Trainer:
         continues, params are not logged again.
 
         ``path_or_run_id`` is a checkpoint file, a run's checkpoint folder
-        (``mlruns/checkpoints/<run id>/``: its latest checkpoint), the ``latest`` record in
-        that folder, or a run id. Pass ``tracker`` to log elsewhere instead (needed for a checkpoint written with
-        a custom tracker, which has no MLflow run to reopen).
-
-        A run id's latest checkpoint is the one written last (see
-        :meth:`save_checkpoint`): the one the ``latest`` file of the run's
-        checkpoint folder names. For a folder written before that file existed,
-        it is the ``checkpoint-*.pt`` file with the most env steps; when it
-        names a file that is gone, or there is no local checkpoint, it is the
-        run's ``checkpoints/latest.pt`` artifact.
+        (``mlruns/checkpoints/<run id>/``), the ``latest`` record in that folder, or a run
+        id; a folder or run id means its latest checkpoint: the one written last (the
+        ``latest`` record names it; else the ``checkpoint-*.pt`` file with the most env
+        steps; else the run's ``checkpoints/latest.pt`` artifact). Pass ``tracker`` to log
+        elsewhere (needed for a checkpoint written with a custom tracker).
 
         Classes (env, model, distribution, optimizer) are imported by dotted path.
         ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU). Under
