@@ -98,7 +98,9 @@ class PPOUpdate:
         chunks_per_pass = sum(
             math.ceil(min(minibatch, size - mb_start) / chunk) for mb_start in range(0, size, minibatch)
         )
-        table = torch.empty(hp.num_sgd_iters * chunks_per_pass, len(PPOLosses._fields), device=self.device)
+        table = torch.empty(
+            hp.num_sgd_iters * chunks_per_pass, len(PPOLosses._fields), device=self.device, dtype=torch.float64
+        )
         # A pass that takes one optimizer step (one minibatch, or accumulated gradients)
         # steps on the mean gradient of every sample: their order cannot change it (beyond
         # float rounding), so no permutation is drawn, and no index of every unit is held.
@@ -128,11 +130,9 @@ class PPOUpdate:
                     units = order[c_start:c_end] if order is not None else torch.arange(
                         c_start, c_end, device=self.device, dtype=self.index_dtype
                     )
-                    losses = self.chunk_losses(batch.gather(units), coeff)
+                    total, table[len(counts)] = self.chunk_losses(batch.gather(units), coeff)
                     share = (c_end - c_start) / denominator
-                    self._backward(losses.total if share == 1 else losses.total * share)
-                    with torch.no_grad():
-                        torch.stack(losses, out=table[len(counts)])
+                    self._backward(total if share == 1 else total * share)
                     counts.append((c_end - c_start) * unit)
                 if not hp.accumulate_grads:
                     grad_norms.append(self._optimizer_step(table[step_start : len(counts), 0]))
@@ -177,26 +177,32 @@ class PPOUpdate:
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def chunk_losses_eager(self, chunk: dict[str, Any], entropy_coeff: torch.Tensor) -> PPOLosses:
-        """The PPO losses of one chunk (what ``compile=True`` compiles, forward and backward)."""
+    def chunk_losses_eager(self, chunk: dict[str, Any], entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(total loss, report)`` of one chunk (what ``compile=True`` compiles, forward and
+        backward): the fp32 loss the gradient is taken of, and its losses and monitors
+        recomputed in float64 from the same inputs, one row of the update's table.
+
+        The report is float64 because a reported mean near zero (the policy loss: advantages
+        normalised to mean 0 make it ~1e-8 on a pass's first minibatch) is a difference of
+        large terms: float32 sums over 64 and over 2048 samples left accumulated minibatches
+        and one whole-buffer step 20-40% apart, float64 sums agree to ~1e-16 (rl8's test
+        compares them at rel 1e-5)."""
         hp = self.hparams
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
-            return ppo_losses(
-                logp=logp.float(),
-                old_logp=chunk[DataKeys.LOGP].reshape(-1, 1),
-                advantages=chunk[DataKeys.ADVANTAGES].reshape(-1, 1),
-                values=values.float(),
-                old_values=chunk[DataKeys.VALUES].reshape(-1, 1),
-                returns=chunk[DataKeys.RETURNS].reshape(-1, 1),
-                entropy=entropy.float(),
-                clip_param=hp.clip_param,
-                dual_clip_param=hp.dual_clip_param,
-                vf_clip_param=hp.vf_clip_param,
-                vf_coeff=hp.vf_coeff,
-                entropy_coeff=entropy_coeff,
-                vf_loss=hp.vf_loss,
-            )
+            inputs = {
+                "logp": logp.float(), "old_logp": chunk[DataKeys.LOGP].reshape(-1, 1),
+                "advantages": chunk[DataKeys.ADVANTAGES].reshape(-1, 1), "values": values.float(),
+                "old_values": chunk[DataKeys.VALUES].reshape(-1, 1), "returns": chunk[DataKeys.RETURNS].reshape(-1, 1),
+                "entropy": entropy.float(),
+            }
+            options = {"clip_param": hp.clip_param, "dual_clip_param": hp.dual_clip_param,
+                       "vf_clip_param": hp.vf_clip_param, "vf_coeff": hp.vf_coeff, "vf_loss": hp.vf_loss}
+            total = ppo_losses(**inputs, entropy_coeff=entropy_coeff, **options).total
+        with torch.no_grad():
+            wide = {name: x.detach().double() for name, x in inputs.items()}
+            report = torch.stack(ppo_losses(**wide, entropy_coeff=entropy_coeff.double(), **options))
+        return total, report
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -206,7 +212,7 @@ class PPOUpdate:
     def _weighted_sums(self, stats: torch.Tensor, counts: list[int]) -> list[float]:
         """``sum_chunks count * stat`` per stat (float64), from ``[chunks, stats]`` chunk means."""
         weights = torch.tensor(counts, dtype=torch.float64, device=self.device)
-        return (weights @ stats.double()).tolist()
+        return (weights @ stats).tolist()
 
     def _backward(self, loss: torch.Tensor) -> None:
         if self.grad_scaler is not None:
