@@ -5,7 +5,7 @@ default hyperparameters (as ``throughput.py``), runs 2 warm-up iterations and
 then times ``--repeats`` collect + step iterations (synchronising the device),
 printing env transitions per second (min / median / max) per env count and
 ``update_chunk_size`` ("auto", the default: whole-buffer passes on a GPU; 2048, the CPU
-default; "none").
+choice for 2x256 MLPs; "none").
 
 Usage:
     python benchmarks/gpu.py --envs 4096 16384 65536 --json gpu.json

@@ -26,7 +26,7 @@ from ..schedulers import EntropyScheduler, LRScheduler
 from .advantages import generalized_advantage_estimate
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
 from .checks import check_env_cls, dry_run
-from .chunks import CPU_COLLECT_CHUNK, CPU_UPDATE_CHUNK, resolve_chunk_size
+from .chunks import resolve_chunk_size
 from .config import (
     AlgorithmConfig,
     ConfigError,
@@ -139,7 +139,7 @@ class Algorithm:
             obs_spec, action_spec, num_envs=hp.num_envs, horizon=hp.horizon, device=self.device,
             normalize_rewards=hp.normalize_rewards,
         )
-        collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, CPU_COLLECT_CHUNK)
+        collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, self.policy)
         self.recurrence = recurrence_for(self.policy, hp, self.device, collect_chunk, self.buffer, obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
         self.statistics = CollectStatistics(
@@ -158,7 +158,7 @@ class Algorithm:
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
-            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, CPU_UPDATE_CHUNK),
+            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
             ranks=self.ranks,
         )
         self.state = AlgorithmState()

@@ -2,21 +2,61 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-#: ``collect_chunk_size="auto"`` on CPU: copies per policy forward while collecting.
-CPU_COLLECT_CHUNK = 2048
-#: ``update_chunk_size="auto"`` on CPU: samples per forward/backward of the update.
-CPU_UPDATE_CHUNK = 2048
+#: ``"auto"`` chunks on CPU hold about this many activation floats (rows x the model's
+#: activation width, :func:`activation_width`): 2**21 floats (8 MiB) is 2048 rows of a 2x256
+#: actor + critic and 8192 of the default 2x64 one, the sizes measured fastest for each
+#: (``benchmarks/chunks.py``: smaller chunks pay a forward/backward's fixed costs more often,
+#: larger ones fall out of the core's caches).
+CPU_CHUNK_FLOATS = 2**21
+#: Bounds of an ``"auto"`` chunk on CPU, in rows.
+MIN_AUTO_CHUNK, MAX_AUTO_CHUNK = 256, 65536
+#: ``"auto"`` on CPU for a model whose width :func:`activation_width` cannot tell.
+FALLBACK_CHUNK = 2048
 
 
-def resolve_chunk_size(size: int | str | None, device: torch.device, cpu_size: int) -> int | None:
-    """A chunk-size setting: ``"auto"`` is ``cpu_size`` on CPU and no chunking elsewhere."""
+def activation_width(model: torch.nn.Module) -> int | None:
+    """Floats one sample's forward writes in ``model``'s weight layers: the output widths of
+    its ``Linear`` layers, the gate widths of its LSTM/GRU/RNN layers and cells and the widths of its
+    ``Embedding`` and ``MultiheadAttention`` layers, summed (``None``: it has none of them,
+    e.g. only convolutions, whose outputs depend on the input's size)."""
+    width = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            width += module.out_features
+        elif isinstance(module, torch.nn.RNNBase):
+            gates = {"LSTM": 4, "GRU": 3}.get(module.mode, 1)
+            width += gates * module.hidden_size * module.num_layers * (2 if module.bidirectional else 1)
+        elif isinstance(module, torch.nn.RNNCellBase):
+            gates = 4 if isinstance(module, torch.nn.LSTMCell) else 3 if isinstance(module, torch.nn.GRUCell) else 1
+            width += gates * module.hidden_size
+        elif isinstance(module, torch.nn.Embedding):
+            width += module.embedding_dim
+        elif isinstance(module, torch.nn.MultiheadAttention):
+            width += 4 * module.embed_dim  # queries, keys, values, output
+    return width or None
+
+
+def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
+    """Rows of a chunk whose activations take about ``budget`` floats: ``budget / width``
+    rounded to the nearest power of two within ``[MIN_AUTO_CHUNK, MAX_AUTO_CHUNK]``
+    (``FALLBACK_CHUNK`` when the width is unknown)."""
+    if width is None:
+        return FALLBACK_CHUNK
+    rows = 2 ** round(math.log2(budget / width))
+    return min(max(rows, MIN_AUTO_CHUNK), MAX_AUTO_CHUNK)
+
+
+def resolve_chunk_size(size: int | str | None, device: torch.device, model: torch.nn.Module) -> int | None:
+    """A chunk-size setting: ``"auto"`` is :func:`auto_chunk_rows` of ``model``'s
+    :func:`activation_width` on CPU and no chunking elsewhere."""
     if size == "auto":
-        return cpu_size if device.type == "cpu" else None
+        return auto_chunk_rows(activation_width(model)) if device.type == "cpu" else None
     return None if size is None else int(size)
 
 

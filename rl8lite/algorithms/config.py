@@ -108,20 +108,20 @@ class AlgorithmConfig:
     #: Largest number of samples in one forward/backward of the update; larger
     #: minibatches are processed in chunks whose gradients add up to the same
     #: update (cache-friendlier on CPUs, and it bounds the activations' memory).
-    #: ``None``: no chunking. ``"auto"``: 2048 on CPU, no chunking on other devices.
-    #: With 2x256 MLPs on one CPU thread, 4096 measured 1.5x faster than whole-buffer
-    #: passes and ~1.15x faster than 8192 at 1024-4096 envs, and 2048 another 5-10%
-    #: faster than 4096 at 256-4096 envs; a chunk's activations take ~6 KB per sample
-    #: (12 MiB at 2048). On an H100, 2048-sample chunks made a full iteration 15-45x
-    #: slower than whole-buffer passes at 4096-65536 envs.
+    #: ``None``: no chunking. ``"auto"``: on CPU, as many samples as make about 2**21
+    #: activation floats (8 MiB) for the model's width
+    #: (:func:`rl8lite.algorithms.chunks.activation_width`): 8192 for the default 2x64 model,
+    #: 2048 for 2x256 MLPs, each the size measured fastest for that model on one CPU thread
+    #: (``benchmarks/chunks.py``); no chunking on other devices (on an H100, 2048-sample
+    #: chunks made a full iteration 15-45x slower than whole-buffer passes).
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Largest number of env copies in one policy forward while collecting (sampling,
-    #: bootstrap and final values); ``None``: all copies at once. ``"auto"``:
-    #: 2048 on CPU, where sampling measured 10-15% faster than one forward at
-    #: 4096-16384 envs and 1.9x at 65536 (2x256 MLPs, one thread; the activations
-    #: stay in cache) and the forward's memory is bounded, and all copies at once on
-    #: other devices. Copies sampled in another chunking draw other random numbers,
-    #: so actions differ from run to run only when this (or the device) changes.
+    #: bootstrap and final values); ``None``: all copies at once. ``"auto"``: on CPU the
+    #: same size as ``update_chunk_size="auto"`` (the forward's activations stay in cache
+    #: and its memory is bounded: 2048-copy chunks of 2x256 MLPs sampled 1.9x faster than
+    #: one forward at 65536 envs), all copies at once on other devices. Copies sampled in
+    #: another chunking draw other random numbers, so actions differ from run to run only
+    #: when this (or the device, or the model's width under ``"auto"``) changes.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: On a CPU device under Linux/glibc, make malloc keep freed memory for reuse
     #: (:func:`rl8lite.malloc.keep_freed_memory`, process-wide, applied once and not
