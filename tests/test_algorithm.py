@@ -163,7 +163,8 @@ def test_target_kl_stops_passes_early() -> None:
 def test_auto_chunk_sizes_resolve_per_device() -> None:
     algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu")
     assert (algo.hparams.update_chunk_size, algo.hparams.collect_chunk_size) == ("auto", "auto")
-    assert (algo.update_chunk_samples, algo.recurrence.chunk_rows) == (2048, 2048)
+    # the default 2x64 actor + critic: 259 activation floats a row (tests/test_chunks.py)
+    assert (algo.update_chunk_samples, algo.recurrence.chunk_rows) == (8192, 8192)
     explicit = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=2, device="cpu",
                          update_chunk_size=None, collect_chunk_size=3)
     assert (explicit.update_chunk_samples, explicit.recurrence.chunk_rows) == (None, 3)

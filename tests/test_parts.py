@@ -142,9 +142,12 @@ def test_one_update_step_is_sgd_on_the_ppo_loss_of_every_sample(chunk: int | Non
     # the reference: one SGD step on the loss of all 12 samples, computed here by hand
     samples = batch.gather(torch.arange(12))
     logp, entropy, values = policy.evaluate(samples[DataKeys.OBS], samples[DataKeys.ACTIONS])
-    losses = ppo_losses(logp=logp, old_logp=samples[DataKeys.LOGP], advantages=samples[DataKeys.ADVANTAGES],
-                        values=values, old_values=samples[DataKeys.VALUES], returns=samples[DataKeys.RETURNS],
-                        entropy=entropy, clip_param=0.2, vf_coeff=0.5)
+    inputs = {"logp": logp, "old_logp": samples[DataKeys.LOGP], "advantages": samples[DataKeys.ADVANTAGES],
+              "values": values, "old_values": samples[DataKeys.VALUES], "returns": samples[DataKeys.RETURNS],
+              "entropy": entropy}
+    losses = ppo_losses(**inputs, clip_param=0.2, vf_coeff=0.5)
+    # the update reports its losses summed in float64
+    reported = ppo_losses(**{k: v.detach().double() for k, v in inputs.items()}, clip_param=0.2, vf_coeff=0.5)
     grads = torch.autograd.grad(losses.total, list(policy.parameters()))
     for (name, value), grad in zip(expected.items(), grads):
         expected[name] = value - 0.1 * grad
@@ -155,7 +158,7 @@ def test_one_update_step_is_sgd_on_the_ppo_loss_of_every_sample(chunk: int | Non
                        hparams=config, device=torch.device("cpu"), chunk_samples=chunk)
     result = update.run(batch, entropy_coeff=0.0)
     assert result.passes == 1
-    assert result.means["total"] == pytest.approx(losses.total.item(), rel=1e-6)
+    assert result.means["total"] == pytest.approx(reported.total.item(), rel=1e-12)
     for name, value in policy.named_parameters():
         torch.testing.assert_close(value, expected[name], rtol=1e-6, atol=1e-7, msg=name)
 
