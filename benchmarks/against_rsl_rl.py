@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,6 +53,7 @@ from rl8lite.examples import CartPole
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results  # noqa: E402
+from timing import spread  # noqa: E402
 
 try:
     from rsl_rl.algorithms import PPO
@@ -193,10 +193,6 @@ class Rl8lite:
 
     def collect(self) -> None:
         self.algo.collect()
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def measure(num_envs: int, repeats: int, iterations: int) -> dict[str, Any]:

@@ -23,7 +23,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from rl8lite.examples import CartPole
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results  # noqa: E402
+from timing import collect_and_update_ms, spread  # noqa: E402
 
 MODELS: dict[str, dict[str, Any]] = {
     "2x64 tanh": {"hiddens": [64, 64], "activation": "tanh"},
@@ -50,32 +50,15 @@ def build(num_envs: int, model_config: dict[str, Any], chunk: int | str | None) 
                      update_chunk_size=chunk, collect_chunk_size=chunk, **CONFIG)
 
 
-def iteration_ms(algo: Algorithm, iterations: int, clock: Any) -> tuple[float, float]:
-    """Mean ``(collect, update)`` milliseconds over ``iterations`` collect + step iterations."""
-    collect = update = 0.0
-    for _ in range(iterations):
-        start = clock()
-        algo.collect()
-        middle = clock()
-        algo.step()
-        collect += middle - start
-        update += clock() - middle
-    return 1000 * collect / iterations, 1000 * update / iterations
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
 def time_variants(variants: dict[str, Algorithm], repeats: int, iterations: int, clock: Any) -> dict[str, Any]:
     """``{name: {"collect": [ms...], "update": [ms...]}}``, the variants' order alternating per repeat."""
     for algo in variants.values():
-        iteration_ms(algo, 1, clock)  # warm-up: allocator, first-step checks
+        collect_and_update_ms(algo, 1, clock)  # warm-up: allocator, first-step checks
     times: dict[str, dict[str, list[float]]] = {n: {"collect": [], "update": []} for n in variants}
     names = list(variants)
     for repeat in range(repeats):
         for name in names if repeat % 2 == 0 else names[::-1]:
-            collect, update = iteration_ms(variants[name], iterations, clock)
+            collect, update = collect_and_update_ms(variants[name], iterations, clock)
             times[name]["collect"].append(collect)
             times[name]["update"].append(update)
     return times

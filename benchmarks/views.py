@@ -17,7 +17,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from rl8lite.views import ViewRequirement
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results  # noqa: E402
+from timing import collect_and_update_ms, spread  # noqa: E402
 
 FRAMES = 16
 
@@ -62,34 +62,14 @@ def build(window: bool, num_envs: int) -> Algorithm:
                      model_config={"window": window}, horizons_per_env_reset=-1)
 
 
-def iteration_ms(algo: Algorithm, iterations: int, clock: Any = time.process_time) -> tuple[float, float]:
-    """Mean ``(collect, update)`` milliseconds of ``clock`` over ``iterations`` collect + step
-    iterations. The default clock is this process's CPU time: on a shared machine, time other
-    processes take from the core does not count (with one torch thread it is the wall time
-    of an idle machine); ``--clock wall`` measures wall time instead."""
-    collect = update = 0.0
-    for _ in range(iterations):
-        start = clock()
-        algo.collect()
-        middle = clock()
-        algo.step()
-        collect += middle - start
-        update += clock() - middle
-    return 1000 * collect / iterations, 1000 * update / iterations
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
 def measure(num_envs: int, repeats: int, iterations: int, clock: Any = time.process_time) -> dict[str, Any]:
     runs = {"view": build(True, num_envs), "env_stack": build(False, num_envs)}
     for algo in runs.values():
-        iteration_ms(algo, 2)  # warm-up: allocator, first-step checks
+        collect_and_update_ms(algo, 2, clock)  # warm-up: allocator, first-step checks
     times: dict[str, dict[str, list[float]]] = {n: {"collect": [], "update": [], "total": []} for n in runs}
     for repeat in range(repeats):
         for name in (list(runs) if repeat % 2 == 0 else list(runs)[::-1]):
-            collect, update = iteration_ms(runs[name], iterations, clock)
+            collect, update = collect_and_update_ms(runs[name], iterations, clock)
             times[name]["collect"].append(collect)
             times[name]["update"].append(update)
             times[name]["total"].append(collect + update)
