@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -50,6 +49,7 @@ from rl8lite.examples.configs import ACROBOT, CARTPOLE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results  # noqa: E402
+from timing import spread  # noqa: E402
 
 CASES = {"CartPole-v1": CARTPOLE, "Acrobot-v1": ACROBOT}
 
@@ -82,9 +82,6 @@ def collect_steps_per_s(algo: Algorithm, steps: int) -> float:
         algo.collect()
     return steps / (clock() - start)
 
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def measure(

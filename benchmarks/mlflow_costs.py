@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from typing import Any
@@ -27,10 +26,8 @@ from typing import Any
 import torch
 
 from provenance import write_results
+from timing import spread
 
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import Any
 import torch
 
 from provenance import write_results
+from timing import spread
 
 CONFIG: dict[str, Any] = {
     "horizon": 32, "num_sgd_iters": 4, "sgd_minibatch_size": None, "horizons_per_env_reset": 1,
@@ -85,9 +85,6 @@ def launch(processes: int, num_envs: int, iterations: int, device: str, group: b
             raise RuntimeError(f"{processes} process(es), {num_envs} envs failed:\n{done.stderr[-3000:]}")
         return json.loads(Path(out).read_text())
 
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def main() -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -55,6 +54,7 @@ from rl8lite.algorithms.advantages import (
 from rl8lite.models.mlp import mlp
 
 from provenance import write_results
+from timing import spread
 
 # rl8's defaults: horizon 32, 4 SGD passes over the whole buffer, 2x256 MLPs, Adam lr 1e-3.
 CONFIG: dict[str, Any] = {
@@ -295,9 +295,6 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
 
 def bench(num_envs: int, repeats: int, iterations: int, options: dict[str, Any]) -> dict[str, Any]:
     horizon, hiddens, passes = CONFIG["horizon"], CONFIG["model_config"]["hiddens"], CONFIG["num_sgd_iters"]
@@ -335,10 +332,10 @@ def bench(num_envs: int, repeats: int, iterations: int, options: dict[str, Any])
             # Rotate who goes first so drifting load hits every side alike.
             for name in names[i % 3:] + names[: i % 3]:
                 seconds[name].append(timed(runners[name]))
-        results[phase] = {name: summary([steps / t for t in seconds[name]]) for name in runners}
+        results[phase] = {name: spread([steps / t for t in seconds[name]]) for name in runners}
         for name in loops:
             key = "ratio" if name == "bare" else f"ratio_{name}"
-            results[phase][key] = summary([t / o for t, o in zip(seconds[name], seconds["rl8lite"])])
+            results[phase][key] = spread([t / o for t, o in zip(seconds[name], seconds["rl8lite"])])
     return results
 
 
@@ -411,8 +408,8 @@ def compare_rl8(envs: list[int], repeats: int, threads: int, options: dict[str, 
                 ours_rates.append(steps / t_ours)
                 rl8_rates.append(steps / t_rl8)
                 ratios.append(t_rl8 / t_ours)
-            row = {"num_envs": num_envs, "rl8lite": summary(ours_rates), "rl8": summary(rl8_rates),
-                   "ratio": summary(ratios)}
+            row = {"num_envs": num_envs, "rl8lite": spread(ours_rates), "rl8": spread(rl8_rates),
+                   "ratio": spread(ratios)}
             rows.append(row)
             fmt = lambda s: f"{s['min']:>8,.0f} {s['median']:>8,.0f} {s['max']:>8,.0f}"  # noqa: E731
             r = row["ratio"]
