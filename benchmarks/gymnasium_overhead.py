@@ -15,11 +15,18 @@ the same number of env steps (``collects x num_envs x horizon``) three ways:
   collects), plus the adapter's conversions;
 - **adapter step**: ``env.step(env.action_spec.rand([num_envs]))`` on a second adapter
   env: the adapter alone (its per-copy wrapper, the action, observation, reward and
-  final-observation conversions, the TensorDict), without PPO.
+  final-observation conversions, the TensorDict), without PPO;
+- **loop**: a framework-free PPO rollout written in this script on a third vector env
+  made the same way: per step the actor's forward pass (a copy of the algorithm's
+  actor), a Gumbel-max sample and its log-probability, and writes of the observation,
+  action, log-probability, reward, terminated/truncated flags and final observations
+  into preallocated tensors; per collect the critic over every observation. It is the
+  least a PPO rollout does per step, without rl8lite.
 
-The ratios collect / gymnasium and adapter step / gymnasium (env steps/s) are taken
-within each repeat; the script prints min/median/max over the repeats. The issue's goal
-is collect / gymnasium >= 0.9. One torch thread.
+The ratios to gymnasium (env steps/s) and collect / loop are taken within each repeat;
+the script prints min/median/max over the repeats. The goal is collect / gymnasium
+>= 0.9; loop / gymnasium bounds what any PPO rollout on this env can reach, and
+collect / loop is what rl8lite costs over writing that rollout by hand. One torch thread.
 
 ``--clock cpu`` times with this process's CPU time instead of the wall clock: on a
 machine other jobs share, it leaves out the time spent waiting for a core. It sees this
@@ -40,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
+import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
@@ -76,6 +84,62 @@ def adapter_steps_per_s(env: Any, steps: int) -> float:
     return steps / (clock() - start)
 
 
+class HandWrittenRollout:
+    """The least a PPO rollout does on ``vector_env``, written without rl8lite (see ``loop``)."""
+
+    def __init__(self, vector_env: Any, actor: torch.nn.Module, critic: torch.nn.Module, horizon: int) -> None:
+        n, size = vector_env.num_envs, vector_env.single_observation_space.shape[0]
+        self.env, self.actor, self.critic, self.horizon = vector_env, actor, critic, horizon
+        self.obs = torch.zeros(n, horizon + 1, size)
+        self.final_obs = torch.zeros(n, horizon, size)
+        self.actions = torch.zeros(n, horizon, dtype=torch.long)
+        self.logp, self.rewards, self.values = (torch.zeros(n, horizon) for _ in range(3))
+        self.terminated = torch.zeros(n, horizon, dtype=torch.bool)
+        self.truncated = torch.zeros(n, horizon, dtype=torch.bool)
+        self.obs[:, 0] = torch.from_numpy(vector_env.reset(seed=1)[0])
+
+    def collect(self) -> None:
+        with torch.inference_mode():
+            obs = self.obs[:, 0] = self.obs[:, self.horizon]
+            for t in range(self.horizon):
+                log_probs = self.actor(obs).log_softmax(-1)
+                gumbel = torch.rand_like(log_probs).clamp_min_(1e-38).log_().neg_().log_()
+                action = (log_probs - gumbel).argmax(-1, keepdim=True)
+                batch, rewards, terminated, truncated, infos = self.env.step(action.numpy().reshape(-1))
+                obs = torch.from_numpy(batch).float()
+                self.actions[:, t] = action[:, 0]
+                self.logp[:, t] = log_probs.gather(-1, action)[:, 0]
+                self.obs[:, t + 1] = obs
+                self.rewards[:, t] = torch.from_numpy(rewards)
+                self.terminated[:, t] = torch.from_numpy(terminated)
+                self.truncated[:, t] = torch.from_numpy(truncated)
+                if "final_obs" in infos:
+                    for i in np.flatnonzero(infos["_final_obs"]):
+                        self.final_obs[i, t] = torch.from_numpy(infos["final_obs"][i])
+            self.values.copy_(self.critic(self.obs[:, : self.horizon]).squeeze(-1))
+
+
+def plain_copy(layers: torch.nn.Sequential) -> torch.nn.Sequential:
+    """``layers`` (rl8lite's MLP) as a plain ``nn.Sequential`` of ``nn.Linear`` (same weights)
+    and ``nn.Tanh``."""
+    plain = []
+    for layer in layers:
+        if isinstance(layer, torch.nn.Linear):
+            linear = torch.nn.Linear(layer.in_features, layer.out_features)
+            linear.load_state_dict(layer.state_dict())
+            plain.append(linear)
+        else:
+            plain.append(torch.nn.Tanh())
+    return torch.nn.Sequential(*plain)
+
+
+def loop_steps_per_s(loop: HandWrittenRollout, steps: int) -> float:
+    start = clock()
+    for _ in range(steps // (loop.env.num_envs * loop.horizon)):
+        loop.collect()
+    return steps / (clock() - start)
+
+
 def collect_steps_per_s(algo: Algorithm, steps: int) -> float:
     start = clock()
     for _ in range(steps // (algo.hparams.num_envs * algo.hparams.horizon)):
@@ -90,11 +154,14 @@ def measure(
     n, horizon = config["num_envs"], config["horizon"]
     steps = collects * n * horizon
     vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    vector_env = vector_cls(
-        [functools.partial(gymnasium.make, env_id)] * n,
-        copy=False,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-    )
+    def make_vector_env() -> Any:
+        return vector_cls(
+            [functools.partial(gymnasium.make, env_id)] * n,
+            copy=False,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
+
+    vector_env = make_vector_env()
     vector_env.reset(seed=0)
     vector_env.action_space.seed(0)
     env_cls = gymnasium_env(env_id, vectorization_mode=mode)
@@ -102,16 +169,20 @@ def measure(
     algo.collect()  # warm-up: the first reset, lazy allocations
     env = env_cls(n)
     env.reset()
+    model = algo.policy.model  # the default model: separate actor and critic MLPs
+    loop = HandWrittenRollout(make_vector_env(), plain_copy(model.actor), plain_copy(model.critic), horizon)
+    loop.collect()
     timings: dict[str, Any] = {
         "gymnasium": lambda: gymnasium_steps_per_s(vector_env, steps),
         "collect": lambda: collect_steps_per_s(algo, steps),
         "adapter step": lambda: adapter_steps_per_s(env, steps),
+        "loop": lambda: loop_steps_per_s(loop, steps),
     }
     rates: dict[str, list[float]] = {name: [] for name in timings}
     try:
         for repeat in range(repeats):
             names = list(timings)
-            for name in names[repeat % 3 :] + names[: repeat % 3]:
+            for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
                 rates[name].append(timings[name]())
             print(
                 f"  {env_id} {mode} {n} envs, repeat {repeat}: "
@@ -123,16 +194,19 @@ def measure(
         algo.close()
         env.close()
         vector_env.close()
+        loop.env.close()
     ratios = {
         name: [a / b for a, b in zip(rates[name], rates["gymnasium"])]
-        for name in ("collect", "adapter step")
+        for name in ("collect", "adapter step", "loop")
     }
+    collect_to_loop = [a / b for a, b in zip(rates["collect"], rates["loop"])]
     return {
         "num_envs": n,
         "horizon": horizon,
         "env_steps_per_timing": steps,
         "env_steps_per_s": {name: spread(values) for name, values in rates.items()},
         "ratio_to_gymnasium": {name: spread(values) for name, values in ratios.items()},
+        "collect_to_loop": spread(collect_to_loop),
     }
 
 
@@ -165,19 +239,14 @@ def main() -> None:
                 results[f"{env_id} {mode} {n} envs"] = measure(
                     env_id, mode, config, args.repeats, args.collects
                 )
-    print(
-        f"\n{'env, mode, copies':<28} {'gymnasium steps/s':>18}  {'collect / gymnasium':>22}"
-        f"  {'adapter step / gymnasium':>26}   (min / median / max)"
-    )
+    columns = ("collect / gymnasium", "adapter step / gymnasium", "loop / gymnasium", "collect / loop")
+    print(f"\n{'env, mode, copies':<28} {'gymnasium steps/s':>18}" + "".join(f"  {c:>24}" for c in columns)
+          + "   (min / median / max)")
     for name, r in results.items():
         ratios = r["ratio_to_gymnasium"]
-        shown = [
-            "  ".join(f"{ratios[k][q]:.2f}" for q in ("min", "median", "max"))
-            for k in ("collect", "adapter step")
-        ]
-        print(
-            f"{name:<28} {r['env_steps_per_s']['gymnasium']['median']:>18,.0f}  {shown[0]:>22}  {shown[1]:>26}"
-        )
+        spreads = [ratios["collect"], ratios["adapter step"], ratios["loop"], r["collect_to_loop"]]
+        shown = ["  ".join(f"{s[q]:.2f}" for q in ("min", "median", "max")) for s in spreads]
+        print(f"{name:<28} {r['env_steps_per_s']['gymnasium']['median']:>18,.0f}" + "".join(f"  {x:>24}" for x in shown))
     if args.json:
         write_results(
             args.json,

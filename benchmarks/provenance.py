@@ -40,13 +40,18 @@ def _cpu_model() -> str:
 
 
 def provenance() -> dict[str, Any]:
-    """Date (UTC), commit (``+dirty`` with uncommitted changes), CPU, cores, GPU, versions."""
+    """Date (UTC), commit (``+dirty`` with uncommitted changes), CPU (model, torch's vector
+    ISA, the default model's tanh formula on it), cores, GPU, versions."""
+    from rl8lite.models.mlp import cpu_tanh_formula
+
     commit = _git("rev-parse", "--short=10", "HEAD")
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks"))
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit + ("+dirty" if dirty else ""),
         "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_tanh": cpu_tanh_formula(),
         "cores": os.cpu_count(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch_threads": torch.get_num_threads(),

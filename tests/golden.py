@@ -1,17 +1,24 @@
-"""Short seeded training runs whose exact results are pinned in ``tests/data/golden.pt``.
+"""Short seeded training runs whose exact results are pinned in ``tests/data/golden/``.
 
 Each scenario builds an algorithm, runs a few collect + step iterations (and one
 deterministic collect), and records every stat (timings and memory excepted),
-the final parameters and optimizer state, and the torch RNG state. The pinned
-file was written by ``python -m tests.golden --write`` with torch 2.13.0 on an x86_64 CPU;
-``tests/test_golden.py`` checks that the current code reproduces it bit for bit.
-Regenerate it only for a change that is meant to alter results (and say so in
-CHANGELOG.md).
+the final parameters and optimizer state, and the torch RNG state.
+
+Float results are exact only for one set of math kernels: torch and MKL pick theirs by
+the CPU (AVX2 or AVX512, the vendor, bf16 instructions for autocast), so the results
+are pinned per :func:`kernel_fingerprint`, one file each under ``tests/data/golden/``,
+written by ``python -m tests.golden --write`` on such a machine. ``tests/test_golden.py``
+checks a machine with its own pins bit for bit, and any other machine against the
+first pinned file within float rounding (a few units in the 4th-6th digit after four
+iterations). Regenerate the pins only for a change that is meant to alter results
+(every file: a machine of each kind, or delete those that cannot be rewritten), and
+say so in CHANGELOG.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +27,11 @@ import torch
 from rl8lite import Algorithm, RecurrentAlgorithm, RecurrentAlgorithmConfig
 from rl8lite.env import ContinuousDummyEnv
 from rl8lite.examples import CartPole, Pendulum
+from rl8lite.models.mlp import cpu_tanh_formula
 
 from .helpers import MaskedChoice, TinyModel
 
-GOLDEN_FILE = Path(__file__).parent / "data" / "golden.pt"
+GOLDEN_DIR = Path(__file__).parent / "data" / "golden"
 ITERATIONS = 4
 
 
@@ -85,6 +93,39 @@ SCENARIOS: dict[str, Callable[[], Algorithm]] = {
 }
 
 
+def kernel_fingerprint() -> str:
+    """What selects the math kernels that float results depend on: torch's version, the
+    architecture, the CPU vendor (MKL's code paths), torch's vector ISA, bf16 instructions,
+    and the default model's tanh formula on this CPU (``tanh-via-sigmoid`` where chosen).
+
+    Examples:
+        >>> kernel_fingerprint()  # doctest: +SKIP
+        'torch-2.13.0_x86_64_GenuineIntel_AVX512_amx'
+    """
+    vendor, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    vendor = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    bf16 = "amx" if "amx_bf16" in flags else ("avx512bf16" if "avx512_bf16" in flags else "")
+    tanh = "tanh-via-sigmoid" if cpu_tanh_formula() == "sigmoid" else ""
+    parts = [f"torch-{torch.__version__.split('+')[0]}", platform.machine(), vendor,
+             torch.backends.cpu.get_cpu_capability(), bf16, tanh]
+    return "_".join(p for p in parts if p)
+
+
+def pinned_files() -> list[Path]:
+    """The pinned results, one file per kernel fingerprint, in name order."""
+    return sorted(GOLDEN_DIR.glob("*.pt"))
+
+
 def _pinned(stats: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in stats.items() if not k.startswith(("profiling/", "memory/"))}
 
@@ -117,9 +158,10 @@ def main() -> None:
     if sys.argv[1:] != ["--write"]:
         raise SystemExit("usage: python -m tests.golden --write  (overwrites the pinned results)")
     golden = {name: run_scenario(name) for name in SCENARIOS}
-    GOLDEN_FILE.parent.mkdir(exist_ok=True)
-    torch.save(golden, GOLDEN_FILE)
-    print(f"wrote {GOLDEN_FILE} ({GOLDEN_FILE.stat().st_size} bytes)")
+    path = GOLDEN_DIR / f"{kernel_fingerprint()}.pt"
+    GOLDEN_DIR.mkdir(exist_ok=True)
+    torch.save(golden, path)
+    print(f"wrote {path} ({path.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

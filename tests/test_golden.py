@@ -1,36 +1,77 @@
-"""Seeded runs reproduce ``tests/data/golden.pt`` bit for bit (see ``tests/golden.py``)."""
+"""Seeded runs reproduce the pinned results of ``tests/data/golden/`` (see ``tests/golden.py``):
+bit for bit on a machine whose kernels have their own pins, within float rounding elsewhere."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from .golden import GOLDEN_FILE, SCENARIOS, run_scenario
+from .golden import SCENARIOS, kernel_fingerprint, pinned_files, run_scenario
+
+#: Tolerances for a machine without its own pins: results after four iterations of
+#: seeded training differ across kernels by at most ~1.4e-7 (losses near 0) and 1.4e-4
+#: relative (stats), 5.5e-6 relative (parameters, Adam moments); a change of the
+#: algorithm's math moves them by orders of magnitude more.
+REL_TOL, ABS_TOL = 1e-3, 1e-6
+
+
+def _pins() -> tuple[Path, bool]:
+    """This machine's pinned file (``exact``) or else the first one, and whether it is exact."""
+    files = pinned_files()
+    assert files, "no pinned results: run python -m tests.golden --write"
+    own = [f for f in files if f.stem == kernel_fingerprint()]
+    return (own[0], True) if own else (files[0], False)
 
 
 @pytest.fixture(scope="module")
-def golden() -> dict:
-    return torch.load(GOLDEN_FILE, weights_only=True)
+def pins() -> tuple[dict, bool, str]:
+    path, exact = _pins()
+    return torch.load(path, weights_only=True), exact, path.stem
 
 
-def _same_float(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
+def _same_float(a: float, b: float, exact: bool) -> bool:
+    if math.isnan(a) and math.isnan(b):
+        return True
+    return a == b if exact else math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def _same_tensor(have: torch.Tensor, want: torch.Tensor, exact: bool) -> bool:
+    if exact or not want.is_floating_point():
+        return torch.equal(have, want)
+    return have.shape == want.shape and torch.allclose(have, want, rtol=REL_TOL, atol=ABS_TOL)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_seeded_run_reproduces_pinned_results_exactly(name: str, golden: dict) -> None:
+def test_seeded_run_reproduces_pinned_results(name: str, pins: tuple[dict, bool, str]) -> None:
+    golden, exact, pinned_on = pins
+    how = "bit for bit" if exact else f"within rtol {REL_TOL}, atol {ABS_TOL}"
+    where = f"(pins of {pinned_on}, compared {how}; this machine: {kernel_fingerprint()})"
     expected, got = golden[name], run_scenario(name)
     assert len(got["stats"]) == len(expected["stats"])
     for i, (want, have) in enumerate(zip(expected["stats"], got["stats"])):
         assert sorted(have) == sorted(want), f"stats #{i}: keys differ"
-        differing = {k: (want[k], have[k]) for k in want if not _same_float(want[k], have[k])}
-        assert not differing, f"stats #{i} differ (pinned, now): {differing}"
+        differing = {k: (want[k], have[k]) for k in want if not _same_float(want[k], have[k], exact)}
+        assert not differing, f"stats #{i} differ (pinned, now) {where}: {differing}"
     for part in ("params", "optimizer"):
         assert sorted(got[part]) == sorted(expected[part])
         for key, want in expected[part].items():
             have = got[part][key]
             diff = (have.double() - want.double()).abs().max().item() if have.shape == want.shape else None
-            assert torch.equal(have, want), f"{part} {key!r} differs (max abs difference {diff})"
-    assert torch.equal(got["rng"], expected["rng"]), "the random stream moved differently"
+            assert _same_tensor(have, want, exact), (
+                f"{part} {key!r} differs (max abs difference {diff}) {where}"
+            )
+    assert torch.equal(got["rng"], expected["rng"]), f"the random stream moved differently {where}"
+
+
+def test_the_tolerance_still_catches_a_changed_result(pins: tuple[dict, bool, str]) -> None:
+    """A tenth of a percent in a loss or one learning-rate step's worth of a parameter is
+    outside the tolerance: the comparison without own pins is not vacuous."""
+    golden, _, _ = pins
+    loss = golden["cartpole"]["stats"][1]["losses/vf"]
+    assert not _same_float(loss * 1.002, loss, exact=False)
+    weight = golden["cartpole"]["params"]["model.actor.0.weight"]
+    assert not _same_tensor(weight + 1e-3, weight, exact=False)
+    assert _same_tensor(weight * (1 + 1e-5), weight, exact=False)
