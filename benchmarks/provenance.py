@@ -45,7 +45,9 @@ def provenance() -> dict[str, Any]:
     from rl8lite.models.mlp import cpu_tanh_formula
 
     commit = _git("rev-parse", "--short=10", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks"))
+    # results files are not code: a script writing one must not mark the next one dirty
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks",
+                      ":(exclude)benchmarks/results"))
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit + ("+dirty" if dirty else ""),
