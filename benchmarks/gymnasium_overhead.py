@@ -20,8 +20,9 @@ the same number of env steps (``collects x num_envs x horizon``) three ways:
   made the same way: per step the actor's forward pass (a copy of the algorithm's
   actor), a Gumbel-max sample and its log-probability, and writes of the observation,
   action, log-probability, reward, terminated/truncated flags and final observations
-  into preallocated tensors; per collect the critic over every observation. It is the
-  least a PPO rollout does per step, without rl8lite.
+  into preallocated tensors; per collect the critic over every observation and over the
+  final observations of truncated episodes. It is the least a PPO rollout does, without
+  rl8lite (no statistics, no checks).
 
 The ratios to gymnasium (env steps/s) and collect / loop are taken within each repeat;
 the script prints min/median/max over the repeats. The goal is collect / gymnasium
@@ -93,7 +94,8 @@ class HandWrittenRollout:
         self.obs = torch.zeros(n, horizon + 1, size)
         self.final_obs = torch.zeros(n, horizon, size)
         self.actions = torch.zeros(n, horizon, dtype=torch.long)
-        self.logp, self.rewards, self.values = (torch.zeros(n, horizon) for _ in range(3))
+        self.logp, self.rewards = torch.zeros(n, horizon), torch.zeros(n, horizon)
+        self.values, self.final_values = torch.zeros(n, horizon + 1), torch.zeros(n, horizon)
         self.terminated = torch.zeros(n, horizon, dtype=torch.bool)
         self.truncated = torch.zeros(n, horizon, dtype=torch.bool)
         self.obs[:, 0] = torch.from_numpy(vector_env.reset(seed=1)[0])
@@ -116,20 +118,28 @@ class HandWrittenRollout:
                 if "final_obs" in infos:
                     for i in np.flatnonzero(infos["_final_obs"]):
                         self.final_obs[i, t] = torch.from_numpy(infos["final_obs"][i])
-            self.values.copy_(self.critic(self.obs[:, : self.horizon]).squeeze(-1))
+            # every observation's value (the last one bootstraps) and truncated episodes' final ones
+            self.values.copy_(self.critic(self.obs).squeeze(-1))
+            copies, steps = self.truncated.nonzero(as_tuple=True)
+            if copies.numel():
+                self.final_values[copies, steps] = self.critic(self.final_obs[copies, steps]).squeeze(-1)
 
 
 def plain_copy(layers: torch.nn.Sequential) -> torch.nn.Sequential:
     """``layers`` (rl8lite's MLP) as a plain ``nn.Sequential`` of ``nn.Linear`` (same weights)
-    and ``nn.Tanh``."""
-    plain = []
+    and torch's own activation modules."""
+    plain: list[torch.nn.Module] = []
     for layer in layers:
         if isinstance(layer, torch.nn.Linear):
             linear = torch.nn.Linear(layer.in_features, layer.out_features)
             linear.load_state_dict(layer.state_dict())
             plain.append(linear)
-        else:
+        elif isinstance(layer, torch.nn.Tanh):  # rl8lite's in-place tanh subclasses it
             plain.append(torch.nn.Tanh())
+        elif isinstance(layer, torch.nn.ReLU):
+            plain.append(torch.nn.ReLU())
+        else:
+            raise TypeError(f"plain_copy: no plain counterpart for {layer!r}")
     return torch.nn.Sequential(*plain)
 
 

@@ -22,7 +22,7 @@ from ._base import Model
 #: ``"tanh"``; ``None`` until the first use decides (:func:`cpu_tanh_formula`).
 _cpu_tanh: str | None = None
 _TANH_ENV_VAR = "RL8LITE_CPU_TANH"
-_ONE = torch.tensor(1.0)
+_ONE = torch.tensor(1.0, device="cpu")
 
 
 def _tanh_via_sigmoid_(x: torch.Tensor) -> torch.Tensor:
@@ -32,26 +32,46 @@ def _tanh_via_sigmoid_(x: torch.Tensor) -> torch.Tensor:
     return x.add_(x).sub_(_ONE)
 
 
+#: What :func:`_measure_cpu_tanh` times, by formula name.
+_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "tanh": torch.Tensor.tanh_,
+    "sigmoid": _tanh_via_sigmoid_,
+}
+
+
+def _faster_formula(tanh_seconds: float, sigmoid_seconds: float) -> str:
+    """``"sigmoid"`` where torch's tanh takes over 1.3x the formula's time, else ``"tanh"``."""
+    return "sigmoid" if tanh_seconds > 1.3 * sigmoid_seconds else "tanh"
+
+
 def _measure_cpu_tanh() -> str:
-    """The faster of the two on this CPU, float32, one 4096 x 64 tensor (best of 5 each).
+    """The faster of the two on this CPU: float32, one 4096 x 64 tensor, one thread, best of 5.
 
     torch's CPU tanh runs through MKL's vector math, whose speed depends on the CPU: 3.7x
-    slower than ``sigmoid`` on an AMD EPYC with AVX2 (1.8 vs 0.49 ms for 8192 x 64), as fast
-    on an Intel Xeon with AVX512. The formula's three extra passes are worth it only where
-    tanh is that slow; the margin (1.3x) keeps the choice stable under a noisy machine.
+    slower than ``sigmoid`` on an AMD EPYC with AVX2 (1.8 vs 0.49 ms for 8192 x 64), 0.5x
+    the formula's time on an Intel Xeon with AVX512. The formula's three extra passes are
+    worth it only where tanh is that slow. One thread, whatever torch's setting, so that
+    the choice does not depend on it; the 1.3x margin keeps it stable on a noisy machine.
     """
-    # its own generator: deciding must not move the global RNG that seeded runs depend on
-    source = torch.randn(4096, 64, generator=torch.Generator().manual_seed(0))
+    # Its own generator and an explicit device: deciding must not move the global RNG that
+    # seeded runs depend on, nor follow a default device set by the caller (meta, cuda).
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    source = torch.randn(4096, 64, generator=generator, device="cpu", dtype=torch.float32)
     work = torch.empty_like(source)
-    best = {"tanh": float("inf"), "sigmoid": float("inf")}
-    with torch.inference_mode():
-        for _ in range(5):
-            for name, fn in (("tanh", torch.Tensor.tanh_), ("sigmoid", _tanh_via_sigmoid_)):
-                work.copy_(source)
-                start = time.perf_counter()
-                fn(work)
-                best[name] = min(best[name], time.perf_counter() - start)
-    return "sigmoid" if best["tanh"] > 1.3 * best["sigmoid"] else "tanh"
+    best = {name: float("inf") for name in _KERNELS}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for _ in range(5):
+                for name, kernel in _KERNELS.items():
+                    work.copy_(source)
+                    start = time.perf_counter()
+                    kernel(work)
+                    best[name] = min(best[name], time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return _faster_formula(best["tanh"], best["sigmoid"])
 
 
 def cpu_tanh_formula() -> str:
@@ -98,12 +118,20 @@ class InplaceTanh(nn.Tanh):
         super().__init__()
         cpu_tanh_formula()  # decided when the model is built, never while it is traced or compiled
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        cpu_tanh_formula()  # unpickled (torch.load, deepcopy, spawned workers): decided here too
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # bf16/fp16 (autocast) keep torch's tanh: 2 sigmoid(2x) - 1 loses their few bits near 0.
-        if x.device.type != "cpu" or x.dtype != torch.float32 or cpu_tanh_formula() == "tanh":
+        if x.device.type != "cpu" or x.dtype != torch.float32:
             return x.tanh_()
         if torch.compiler.is_compiling():  # torch.compile / torch.export: out of place, fused by inductor
-            return torch.sigmoid(x + x) * 2.0 - 1.0
+            if _cpu_tanh == "sigmoid":  # read as decided at build time: tracing never times kernels
+                return torch.sigmoid(x + x) * 2.0 - 1.0
+            return x.tanh_()
+        if cpu_tanh_formula() == "tanh":
+            return x.tanh_()
         if x.requires_grad and torch.is_grad_enabled():
             return _SigmoidTanh.apply(x)
         return _tanh_via_sigmoid_(x)
