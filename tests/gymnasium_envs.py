@@ -104,3 +104,41 @@ def explode(t: int) -> None:
 def make_exploding(**kwargs: Any) -> Exploding:
     """A module-level factory (checkpoints can name it)."""
     return Exploding(**kwargs)
+
+
+class Sized(gymnasium.Env):
+    """Observations of ``size`` zeros; two actions; never ends."""
+
+    def __init__(self, size: int) -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+
+
+# Two factories whose dotted paths are the same ("tests.gymnasium_envs.<lambda>"), and bound
+# methods of two makers (both "tests.gymnasium_envs.Maker.make"): different envs all the same.
+narrow_env = lambda **kwargs: Sized(2)  # noqa: E731
+wide_env = lambda **kwargs: Sized(7)  # noqa: E731
+
+
+class Maker:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def make(self, **kwargs: Any) -> Sized:
+        return Sized(self.size)
+
+
+def make_unbuildable_in_workers(**kwargs: Any) -> Sized:
+    """Builds in the main process; in any worker process fails as a missing device would."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        raise OSError("cannot open /dev/simulator0")
+    return Sized(3)

@@ -243,6 +243,11 @@ def test_action_spaces_map_to_specs_and_env_actions() -> None:
     )
     assert spec == Unbounded(2)  # a tanh-squashed distribution needs finite bounds
     assert convert(torch.tensor([[5.0, 5.0]])).tolist() == [[1.0, 5.0]]
+    # bounds too far apart for the policy's float32: how envs often write "unbounded"
+    for big in (np.finfo(F64).max, float(np.finfo(F32).max)):
+        spec, convert = action_mapping(spaces.Box(-big, big, (2,), F64), CPU)
+        assert spec == Unbounded(2)
+        assert convert(torch.tensor([[1e3, -2.0]])).tolist() == [[1e3, -2.0]]
 
 
 @pytest.mark.parametrize(
@@ -463,7 +468,9 @@ def test_equal_calls_give_one_class_named_after_the_env_and_configs_name_it() ->
 def test_a_class_without_a_plain_reference_works_but_cannot_be_named() -> None:
     factory = lambda: DictWalk()
     Walk = gymnasium_env(factory)
-    assert Walk is not gymnasium_env(factory)  # no reference, so no class to share
+    assert Walk is gymnasium_env(factory)  # the same factory object and options
+    assert Walk is not gymnasium_env(factory, vectorization_mode="async")
+    assert Walk is not gymnasium_env(lambda: DictWalk())
     with pytest.raises(ImportError, match="cannot be named in a config or checkpoint"):
         env_reference(Walk)
     env = Walk(1)
@@ -471,6 +478,25 @@ def test_a_class_without_a_plain_reference_works_but_cannot_be_named() -> None:
         assert env.reset()["position"].shape == (1, 2)
     finally:
         env.close()
+
+
+def test_factories_a_dotted_path_cannot_tell_apart_get_classes_of_their_own() -> None:
+    from .gymnasium_envs import Maker, narrow_env, wide_env
+
+    for first, second, sizes in [(narrow_env, wide_env, (2, 7)), (Maker(5).make, Maker(9).make, (5, 9))]:
+        classes = gymnasium_env(first), gymnasium_env(second)
+        assert classes[0] is not classes[1]
+        for cls, size in zip(classes, sizes):
+            assert cls.reference is None  # no path imports back to this very factory
+            env = cls(1)
+            try:
+                assert env.observation_spec.shape == (size,)
+            finally:
+                env.close()
+
+
+def test_max_episode_steps_none_keeps_the_registered_limit() -> None:
+    assert gymnasium_env("CartPole-v1", max_episode_steps=None).max_episode_steps == 500
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ pytest.importorskip("gymnasium")
 from rl8lite import Algorithm
 from rl8lite.env import SubEnvError, gymnasium_env
 
-from .gymnasium_envs import make_exploding
+from .gymnasium_envs import make_exploding, make_unbuildable_in_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = torch.zeros(3, 1, dtype=torch.long)
@@ -153,6 +153,39 @@ def test_a_worker_that_dies_is_reported_by_sub_env_and_the_others_are_ended(
     assert running(pids) == []
     with pytest.raises(RuntimeError, match="closed after sub-env failure"):
         env.reset()
+
+
+def test_a_copy_that_fails_to_build_in_its_worker_is_named_with_its_error() -> None:
+    cls = gymnasium_env(make_unbuildable_in_workers, vectorization_mode="async")
+    before = set(psutil.Process().children(recursive=True))
+    with pytest.raises(SubEnvError) as raised:
+        cls(3)
+    message = str(raised.value)
+    for index in range(3):
+        assert f"sub-env {index} raised OSError in its construction: cannot open /dev/simulator0" in message
+    assert "in make_unbuildable_in_workers" in message  # the worker's traceback
+    left = [p for p in psutil.Process().children(recursive=True) if p not in before and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == []
+
+
+def test_workers_leave_the_process_groups_signals_to_the_main_process() -> None:
+    # Ctrl-C in a terminal, a scheduler's SIGTERM or a SIGUSR1 reach every process of the
+    # group: the workers go on, and the main process (a Trainer) stops or checkpoints.
+    env = gymnasium_env("CartPole-v1", vectorization_mode="async")(2)
+    try:
+        pids = worker_pids(env)
+        env.reset()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+            for pid in pids:
+                os.kill(pid, signum)
+        time.sleep(0.2)
+        assert running(pids) == pids
+        for _ in range(3):
+            env.step(torch.zeros(2, 1, dtype=torch.long))
+    finally:
+        env.close()
+    assert running(pids) == []
 
 
 def test_close_ends_the_workers_and_a_closed_env_says_so() -> None:

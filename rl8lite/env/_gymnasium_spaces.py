@@ -17,7 +17,8 @@ Gymnasium space                       rl8lite spec (values)
 
 Actions: ``Discrete(n, start)`` is ``Categorical(n, shape=[1])`` (the env gets
 ``a + start``); a float ``Box`` with finite bounds is ``Bounded(low, high)`` in
-float32, one with an infinite bound ``Unbounded``; the env gets the action clipped
+float32, one with an infinite bound, or bounds too far apart for float32 (such as
+``+-finfo(float64).max``), ``Unbounded``; the env gets the action clipped
 to the Box's bounds in the Box's dtype (the raw sample stays in the buffer for the
 log-probabilities). Any other space is an :class:`UnsupportedSpaceError` naming it.
 """
@@ -142,7 +143,11 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1)
     if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
         low, high, dtype = space.low, space.high, space.dtype
-        if np.isfinite(low).all() and np.isfinite(high).all():
+        # The policy samples float32: bounds are finite for it when their width is (a float64
+        # bound of +-1e300, or +-finfo(float32).max, is how envs often write "unbounded").
+        with np.errstate(over="ignore", invalid="ignore"):
+            width = high.astype(np.float32) - low.astype(np.float32)
+        if np.isfinite(width).all():
             spec = Bounded(
                 torch.as_tensor(low), torch.as_tensor(high), space.shape, device, torch.float32
             )

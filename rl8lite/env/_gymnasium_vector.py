@@ -7,7 +7,10 @@ traceback), sets and restores physical parameters, and renders copy 0 only.
 a sub-env's exception is raised as that :class:`SubEnvError` (Gymnasium raises a
 bare copy of it and logs the traceback through ``warnings``, which ``-W error``
 turns into a different exception), and a worker that dies is reported by index
-and signal instead of as a bare ``EOFError``; after either, every worker is ended.
+and signal instead of as a bare ``EOFError``; after either, every worker is ended. Its
+workers (:func:`_reporting_worker`) report a copy that fails to build the same way, and
+ignore the process group's SIGINT, SIGTERM and SIGUSR1, which are the main process's to
+handle.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
-from gymnasium.vector.async_vector_env import AsyncState
+from gymnasium.vector.async_vector_env import AsyncState, _async_worker
 
 from .gymnasium import SubEnvError
 
@@ -145,7 +148,9 @@ def describe_source(
         creator = spec.entry_point
         if isinstance(creator, str):
             creator = gymnasium.envs.registration.load_env_creator(creator)
-        steps = make_kwargs.get("max_episode_steps", spec.max_episode_steps)
+        steps = make_kwargs.get("max_episode_steps")
+        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
+            steps = spec.max_episode_steps
         name = env_id
     else:
         creator, steps = source, make_kwargs.get("max_episode_steps")
@@ -186,6 +191,38 @@ def make_copy(
     except Exception as e:
         raise SubEnvError(_describe_failure(index, "its construction", e)) from e
     return CopyWrapper(env, index)
+
+
+#: Signals a terminal or a scheduler sends to the whole process group, which the parent handles
+#: (the Trainer stops or checkpoints between steps) and then ends the workers itself.
+_PARENT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
+)
+
+
+def _reporting_worker(
+    index: int, env_fn: Callable[[], Any], pipe: Any, parent_pipe: Any, shared_memory: Any,
+    error_queue: Any, *rest: Any
+) -> None:
+    """Gymnasium's async worker, leaving the process group's signals to the parent, and
+    reporting a copy that fails to build through the error queue (Gymnasium builds it before
+    its error handling, so the worker would die with the exception only on its stderr)."""
+    for signum in _PARENT_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    try:
+        env = env_fn()
+    except BaseException as e:
+        if not isinstance(e, SubEnvError):
+            e = SubEnvError(_describe_failure(index, "its construction", e))
+        error_queue.put((index, SubEnvError, e, ""))
+        parent_pipe.close()
+        try:  # answer the parent's first request with a failure: it then reads the queue
+            pipe.recv()
+            pipe.send((None, False))
+        except (EOFError, OSError):
+            pass
+        return
+    _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
 
 
 def _death(process: Any) -> str:
@@ -262,16 +299,14 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             ) from e
 
     def terminate(self) -> None:
-        """End every worker process now (SIGTERM, then SIGKILL after 5 s) and close the pipes."""
+        """End every worker process now (SIGKILL: workers ignore SIGTERM, which is the
+        parent's to handle) and close the pipes."""
         processes = getattr(self, "processes", [])
         for process in processes:
             if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join(5.0)
-            if process.is_alive():
                 process.kill()
-                process.join()
+        for process in processes:
+            process.join()
         for pipe in getattr(self, "parent_pipes", []):
             if pipe is not None:
                 pipe.close()
@@ -308,5 +343,7 @@ def make_vector_env(
 ) -> VectorEnv:
     """Gymnasium's ``SyncVectorEnv`` (``mode="sync"``) or ``AsyncVectorEnv`` (``"async"``) over
     ``env_fns``, in the same-step autoreset mode, returning its own arrays (no copies)."""
-    cls = SyncVectorEnv if mode == "sync" else ReportingAsyncVectorEnv
-    return cls(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)
+    if mode == "sync":
+        return SyncVectorEnv(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)
+    vector_kwargs.setdefault("worker", _reporting_worker)
+    return ReportingAsyncVectorEnv(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)

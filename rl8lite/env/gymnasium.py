@@ -15,7 +15,7 @@ import functools
 import json
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,8 +26,9 @@ from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path
 from .base import Env, apply_env_config
 
-#: Classes made by :func:`gymnasium_env`, by their reference, so equal calls give one class.
-_CLASSES: dict[str, type[GymnasiumEnv]] = {}
+#: Classes made by :func:`gymnasium_env`, by their reference (or, for a factory no dotted path
+#: names, by the factory object and the options), so equal calls give one class.
+_CLASSES: dict[Any, type[GymnasiumEnv]] = {}
 _MODES = ("sync", "async")
 
 
@@ -332,8 +333,16 @@ def gymnasium_env(
         )
     vector_kwargs = dict(vector_kwargs or {})
     reference = _reference(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
-    key = json.dumps(reference, sort_keys=True) if reference is not None else None
-    if key in _CLASSES:
+    if reference is not None:
+        key: Any = json.dumps(reference, sort_keys=True)
+    else:  # the factory object itself (no path names it) and the options as written
+        key = (env_id_or_factory, vectorization_mode, seed, repr(sorted(vector_kwargs.items())),
+               repr(sorted(make_kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:  # an unhashable callable: a new class each call
+            key = None
+    if key is not None and key in _CLASSES:
         return _CLASSES[key]
     from ._gymnasium_vector import describe_source
 
@@ -377,10 +386,15 @@ def _reference(
     if isinstance(source, str):
         reference: dict[str, Any] = {"gymnasium": source}
     else:
+        # Only a path that imports back to this very object names it: two module-level
+        # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
         try:
-            reference = {"gymnasium_factory": dotted_path(source)}
+            path = dotted_path(source)
+            if import_dotted_path(path) is not source:
+                return None
         except (ImportError, AttributeError):
             return None
+        reference = {"gymnasium_factory": path}
     reference["vectorization_mode"] = mode
     if seed is not None:
         reference["seed"] = seed
@@ -388,27 +402,3 @@ def _reference(
         reference["vector_kwargs"] = vector_kwargs
     reference.update(make_kwargs)
     return reference if _is_plain(reference) else None
-
-
-def gymnasium_env_from_reference(reference: Mapping[str, Any]) -> type[GymnasiumEnv]:
-    """The class :func:`gymnasium_env` returns for ``reference`` (see :attr:`GymnasiumEnv.reference`).
-
-    Raises:
-        TypeError: ``reference`` has neither ``"gymnasium"`` (an env id) nor
-            ``"gymnasium_factory"`` (a dotted path), or both.
-
-    Examples:
-        >>> gymnasium_env_from_reference({"gymnasium": "CartPole-v1"}) is gymnasium_env("CartPole-v1")
-        True
-    """
-    options = dict(reference)
-    kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
-    if len(kinds) != 1:
-        raise TypeError(
-            "a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id) and"
-            f" 'gymnasium_factory' (a factory's dotted path), received keys {sorted(options)}"
-        )
-    source = options.pop(kinds[0])
-    if kinds[0] == "gymnasium_factory":
-        source = import_dotted_path(source, what="gymnasium_factory")
-    return gymnasium_env(source, **options)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..runtime.imports import dotted_path, import_dotted_path
-from .gymnasium import GymnasiumEnv, gymnasium_env, gymnasium_env_from_reference
+from .gymnasium import GymnasiumEnv, gymnasium_env
 
 GYMNASIUM_PREFIX = "gymnasium:"
 
@@ -71,3 +71,27 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
         return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
     return import_dotted_path(reference, what=what)
+
+
+def gymnasium_env_from_reference(reference: Mapping[str, Any]) -> type[GymnasiumEnv]:
+    """The class :func:`gymnasium_env` returns for ``reference`` (see :attr:`GymnasiumEnv.reference`).
+
+    Raises:
+        TypeError: ``reference`` has neither ``"gymnasium"`` (an env id) nor
+            ``"gymnasium_factory"`` (a dotted path), or both.
+
+    Examples:
+        >>> gymnasium_env_from_reference({"gymnasium": "CartPole-v1"}) is gymnasium_env("CartPole-v1")
+        True
+    """
+    options = dict(reference)
+    kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
+    if len(kinds) != 1:
+        raise TypeError(
+            "a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id) and"
+            f" 'gymnasium_factory' (a factory's dotted path), received keys {sorted(options)}"
+        )
+    source = options.pop(kinds[0])
+    if kinds[0] == "gymnasium_factory":
+        source = import_dotted_path(source, what="gymnasium_factory")
+    return gymnasium_env(source, **options)
