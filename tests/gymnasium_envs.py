@@ -73,7 +73,8 @@ gymnasium.register(DICT_WALK_ID, entry_point=DictWalk, max_episode_steps=12)
 
 class Exploding(gymnasium.Env):
     """CartPole-sized env whose copies reset with a seed in ``bad_seeds`` fail at step ``at``:
-    they raise ``ValueError`` (``how="raise"``) or end their own process (``how="exit"``)."""
+    they raise ``ValueError`` (``how="raise"``), end their own process (``how="exit"``) or
+    return an observation of the wrong shape (``how="misshape"``)."""
 
     def __init__(self, bad_seeds: tuple[int, ...] = (), at: int = 3, how: str = "raise") -> None:
         self.observation_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -93,6 +94,8 @@ class Exploding(gymnasium.Env):
         if self.bad and self.t >= self.at:
             if self.how == "exit":
                 os._exit(3)
+            if self.how == "misshape":
+                return np.zeros(5, dtype=np.float32), 1.0, False, False, {}
             explode(self.t)
         return np.zeros(4, dtype=np.float32), 1.0, False, False, {}
 

@@ -155,6 +155,16 @@ def test_a_worker_that_dies_is_reported_by_sub_env_and_the_others_are_ended(
         env.reset()
 
 
+def test_a_sync_copys_observation_of_the_wrong_shape_is_named() -> None:
+    env = gymnasium_env(make_exploding, seed=0, bad_seeds=[1], at=2, how="misshape")(3)
+    env.reset()
+    env.step(ACTIONS)
+    with pytest.raises(SubEnvError, match=r"^sub-env 1 returned a ndarray of shape \(5,\), which does not fit Box"):
+        env.step(ACTIONS)
+    with pytest.raises(RuntimeError, match="closed after sub-env failure: sub-env 1 returned"):
+        env.reset()
+
+
 def test_a_copy_that_fails_to_build_in_its_worker_is_named_with_its_error() -> None:
     cls = gymnasium_env(make_unbuildable_in_workers, vectorization_mode="async")
     before = set(psutil.Process().children(recursive=True))

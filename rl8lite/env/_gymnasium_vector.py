@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.utils import concatenate, create_empty_array
 from gymnasium.vector.async_vector_env import AsyncState, _async_worker
 
 from .gymnasium import SubEnvError
@@ -223,6 +224,23 @@ def _reporting_worker(
             pass
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
+
+
+def misfit_observations(vector_env: VectorEnv) -> str | None:
+    """Which copies of a ``SyncVectorEnv`` returned an observation its space's batch cannot
+    hold (the ``ValueError`` Gymnasium raises then names none), or ``None`` if none did."""
+    observations = getattr(vector_env, "_env_obs", None)  # SyncVectorEnv's latest, per copy
+    if not isinstance(vector_env, SyncVectorEnv) or observations is None:
+        return None
+    space, misfits = vector_env.single_observation_space, []
+    for index, observation in enumerate(observations):
+        try:
+            concatenate(space, [observation], create_empty_array(space, 1))
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            shape = getattr(observation, "shape", None)
+            got = f"a {type(observation).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+            misfits.append(f"sub-env {index} returned {got}, which does not fit {space}: {e}")
+    return "\n".join(misfits) or None
 
 
 def _death(process: Any) -> str:

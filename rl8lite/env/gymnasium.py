@@ -259,6 +259,15 @@ class GymnasiumEnv(Env):
             self._failure = e
             self.close()
             raise
+        except ValueError as e:  # a sync copy's observation that does not fit the batch
+            from ._gymnasium_vector import misfit_observations
+
+            misfits = misfit_observations(self._vector)
+            if misfits is None:
+                raise
+            self._failure = SubEnvError(misfits)
+            self.close()
+            raise self._failure from e
 
 
 def _is_plain(value: Any) -> bool:
