@@ -145,3 +145,16 @@ def make_unbuildable_in_workers(**kwargs: Any) -> Sized:
     if multiprocessing.parent_process() is not None:
         raise OSError("cannot open /dev/simulator0")
     return Sized(3)
+
+
+class BadFrames(Sized):
+    """Renders float64 frames, which no video holds."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        super().__init__(3)
+        self.render_mode = render_mode
+
+    def render(self) -> Any:
+        return np.zeros((8, 8, 3))

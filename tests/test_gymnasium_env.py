@@ -428,6 +428,40 @@ def test_without_the_renderer_training_goes_on_without_videos(experiment_name: s
         assert trainer.state["algorithm/steps"] == 2
 
 
+def test_frames_no_video_holds_are_a_warning_and_the_run_ends_with_its_policy(
+    experiment_name: str, client: Any
+) -> None:
+    from rl8lite.conditions import HitsUpperBound
+
+    from .gymnasium_envs import BadFrames
+
+    algorithm = Algorithm(gymnasium_env(BadFrames), num_envs=2, horizon=8, seed=0)
+    with Trainer(algorithm, experiment_name=experiment_name, progress=False) as trainer:
+        with pytest.warns(RuntimeWarning, match="no rollout videos: .*float64 array"):
+            trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)], steps_per_video=5)
+        run_id, experiment_id = trainer.tracker.run_id, trainer.tracker.experiment_id
+    # the policy is logged at the end, after the final video failed
+    (model,) = client.search_logged_models([experiment_id])
+    assert model.source_run_id == run_id
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_options_the_env_or_the_vector_env_does_not_take_are_errors_naming_them() -> None:
+    with pytest.raises(TypeError, match=r"CartPole-v1 .* takes no keyword 'max_episode_stepz'; it takes \[.*'max_episode_steps'"):
+        gymnasium_env("CartPole-v1", max_episode_stepz=30)
+    with pytest.raises(TypeError, match=r"vector_kwargs \['bogus'\] are not options of SyncVectorEnv"):
+        gymnasium_env("CartPole-v1", vector_kwargs={"bogus": 1})
+    with pytest.raises(TypeError, match=r"vector_kwargs \['copy'\]: rl8lite sets these itself"):
+        gymnasium_env("CartPole-v1", vector_kwargs={"copy": True})
+    with pytest.raises(TypeError, match="the factory make_dict_walk takes no keyword 'size'"):
+        gymnasium_env(make_dict_walk, size=3)
+    assert gymnasium_env("CartPole-v1", vectorization_mode="async", vector_kwargs={"context": "spawn"})
+    from rl8lite.trainers.train_config import TrainConfigError  # a config file's one-line error
+
+    with pytest.raises(TrainConfigError, match="env_cls .* takes no keyword 'max_episode_stepz'"):
+        TrainConfig(env_cls={"gymnasium": "CartPole-v1", "max_episode_stepz": 30})
+
+
 def test_render_without_rgb_array_says_how_to_get_it() -> None:
     env = gymnasium_env(DICT_WALK_ID, render_mode=None)(1)
     try:

@@ -170,6 +170,58 @@ def describe_source(
     return name, steps, "rgb_array" in modes
 
 
+#: Vector env keywords rl8lite sets itself.
+_SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
+
+
+def _keywords(fn: Callable[..., Any]) -> set[str] | None:
+    """The keyword names ``fn`` takes, or ``None`` when it takes any (``**kwargs``) or has no
+    signature to read."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind is not inspect.Parameter.POSITIONAL_ONLY} - {"self"}
+
+
+def check_options(
+    source: str | Callable[..., Any], make_kwargs: dict[str, Any], mode: str, vector_kwargs: dict[str, Any]
+) -> None:
+    """Unknown keywords are errors now, naming them, rather than failures of every copy later.
+
+    Raises:
+        TypeError: A keyword the env (its creator, or ``gymnasium.make``) or the vector env
+            does not take, or one rl8lite sets itself.
+    """
+    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
+    reserved = sorted(set(vector_kwargs) & _SET_BY_ADAPTER)
+    if reserved:
+        raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
+    taken = _keywords(vector_cls.__init__)
+    unknown = sorted(set(vector_kwargs) - taken) if taken is not None else []
+    if unknown:
+        valid = sorted(taken - _SET_BY_ADAPTER)
+        raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__}; it takes {valid}")
+    if isinstance(source, str):
+        spec = gymnasium.spec(source.rpartition(":")[2])
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        accepted = _keywords(creator)
+        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
+        accepted = None if accepted is None else accepted | {"max_episode_steps", "disable_env_checker"}
+    else:
+        accepted, owner = _keywords(source), f"the factory {getattr(source, '__name__', source)!s}"
+        accepted = None if accepted is None else accepted | {"max_episode_steps"}
+    if accepted is None:
+        return
+    unknown = sorted(set(make_kwargs) - accepted - {"render_mode"})
+    if unknown:
+        raise TypeError(f"{owner} takes no keyword {', '.join(map(repr, unknown))}; it takes {sorted(accepted)}")
+
+
 def make_copy(
     source: str | Callable[..., Any],
     make_kwargs: dict[str, Any],

@@ -316,7 +316,8 @@ def gymnasium_env(
         ImportError: Gymnasium is not installed.
         ValueError: An env id Gymnasium does not know, an unknown ``vectorization_mode``
             or a negative ``seed``.
-        TypeError: ``env_id_or_factory`` is neither a string nor callable.
+        TypeError: ``env_id_or_factory`` is neither a string nor callable, or a keyword the
+            env (or the factory, or ``gymnasium.make``) or the vector env does not take.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -353,9 +354,10 @@ def gymnasium_env(
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from ._gymnasium_vector import describe_source
+    from ._gymnasium_vector import check_options, describe_source
 
     name, max_episode_steps, renders = describe_source(env_id_or_factory, make_kwargs)
+    check_options(env_id_or_factory, make_kwargs, vectorization_mode, vector_kwargs)
     render_kwargs = (
         {"render_mode": make_kwargs.pop("render_mode")}
         if "render_mode" in make_kwargs

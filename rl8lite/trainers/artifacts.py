@@ -72,7 +72,8 @@ def record_video(
 
 class VideoSchedule:
     """Records every ``steps_per_video`` training steps and once at the end of ``run``; an env
-    without ``render()`` is a warning, once, and no more videos: training goes on."""
+    without ``render()``, or whose frames are not RGB images, is a warning, once, and no more
+    videos: training goes on (and the run still ends with its policy)."""
 
     def __init__(self, trainer: Trainer, steps_per_video: int | None) -> None:
         self.trainer, self.every = trainer, steps_per_video
@@ -85,7 +86,7 @@ class VideoSchedule:
         self.last_step = steps
         try:
             self.trainer.record_video()
-        except NotImplementedError as e:
+        except (NotImplementedError, ValueError) as e:  # no render(), or frames it cannot encode
             warnings.warn(f"no rollout videos: {e}", RuntimeWarning, stacklevel=3)
             self.every = None
 

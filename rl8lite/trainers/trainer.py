@@ -187,7 +187,8 @@ class Trainer:
         """Train until a stop condition holds (forever without one); return the last train stats.
 
         With ``steps_per_video``, :meth:`record_video` records every that many steps and once
-        at the end (an env without ``render()`` is a warning, once, and training goes on).
+        at the end (an env without ``render()``, or whose frames are not RGB images, is a
+        warning, once, and training goes on).
 
         With ``checkpoint_every``, a checkpoint is written every that many steps
         (the last ``keep_checkpoints`` are kept on disk; the latest is also the
