@@ -15,7 +15,6 @@ handle.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import signal
 import time
@@ -127,99 +126,6 @@ class CopyWrapper(gymnasium.Wrapper):
             return str(e)
         except Exception as e:
             raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
-
-
-def describe_source(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
-) -> tuple[str, int | None, bool]:
-    """The class name, the longest episode and whether copy 0 can render ``rgb_array``, of an
-    env id (as ``gymnasium.make`` takes it) or a factory.
-
-    Raises:
-        ValueError: Gymnasium has no env ``source``.
-    """
-    if isinstance(source, str):
-        module, _, env_id = source.rpartition(":")
-        if module:
-            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
-            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = gymnasium.envs.registration.load_env_creator(creator)
-        steps = make_kwargs.get("max_episode_steps")
-        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
-            steps = spec.max_episode_steps
-        name = env_id
-    else:
-        creator, steps = source, make_kwargs.get("max_episode_steps")
-        name = getattr(source, "__name__", type(source).__name__)
-        try:
-            if "render_mode" not in inspect.signature(source).parameters:
-                return name, steps, False
-        except (TypeError, ValueError):
-            return name, steps, False
-    metadata = getattr(creator, "metadata", None)
-    if isinstance(metadata, dict):
-        modes = metadata.get("render_modes", ())
-    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
-        modes = ("rgb_array",) if callable(source) else ()
-    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
-    return name, steps, "rgb_array" in modes
-
-
-#: Vector env keywords rl8lite sets itself.
-_SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
-
-
-def _keywords(fn: Callable[..., Any]) -> set[str] | None:
-    """The keyword names ``fn`` takes, or ``None`` when it takes any (``**kwargs``) or has no
-    signature to read."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return {p.name for p in parameters if p.kind is not inspect.Parameter.POSITIONAL_ONLY} - {"self"}
-
-
-def check_options(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any], mode: str, vector_kwargs: dict[str, Any]
-) -> None:
-    """Unknown keywords are errors now, naming them, rather than failures of every copy later.
-
-    Raises:
-        TypeError: A keyword the env (its creator, or ``gymnasium.make``) or the vector env
-            does not take, or one rl8lite sets itself.
-    """
-    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    reserved = sorted(set(vector_kwargs) & _SET_BY_ADAPTER)
-    if reserved:
-        raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
-    taken = _keywords(vector_cls.__init__)
-    unknown = sorted(set(vector_kwargs) - taken) if taken is not None else []
-    if unknown:
-        valid = sorted(taken - _SET_BY_ADAPTER)
-        raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__}; it takes {valid}")
-    if isinstance(source, str):
-        spec = gymnasium.spec(source.rpartition(":")[2])
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = gymnasium.envs.registration.load_env_creator(creator)
-        accepted = _keywords(creator)
-        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-        accepted = None if accepted is None else accepted | {"max_episode_steps", "disable_env_checker"}
-    else:
-        accepted, owner = _keywords(source), f"the factory {getattr(source, '__name__', source)!s}"
-        accepted = None if accepted is None else accepted | {"max_episode_steps"}
-    if accepted is None:
-        return
-    unknown = sorted(set(make_kwargs) - accepted - {"render_mode"})
-    if unknown:
-        raise TypeError(f"{owner} takes no keyword {', '.join(map(repr, unknown))}; it takes {sorted(accepted)}")
 
 
 def make_copy(

@@ -354,10 +354,10 @@ def gymnasium_env(
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from ._gymnasium_vector import check_options, describe_source
+    from ._gymnasium_options import check_vector_kwargs, describe_source
 
     name, max_episode_steps, renders = describe_source(env_id_or_factory, make_kwargs)
-    check_options(env_id_or_factory, make_kwargs, vectorization_mode, vector_kwargs)
+    check_vector_kwargs(vectorization_mode, vector_kwargs)
     render_kwargs = (
         {"render_mode": make_kwargs.pop("render_mode")}
         if "render_mode" in make_kwargs
