@@ -1,6 +1,7 @@
 """rl8lite: a small, fast, MLflow-tracked PPO trainer for batched, torch-native environments."""
 
-from ._version import __version__
+from importlib.metadata import version as _version
+
 from .algorithms import (
     Algorithm,
     AlgorithmConfig,
@@ -11,6 +12,8 @@ from .algorithms import (
 )
 from .env import Env
 from .trainers import RecurrentTrainer, TrainConfig, Trainer
+
+__version__ = _version("rl8lite")
 
 __all__ = [
     "Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "RecurrentAlgorithm",

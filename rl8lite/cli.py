@@ -1,6 +1,6 @@
 """The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``).
 
-Exit status: 0 when training stopped at ``--max-steps``; 2 when the command
+Exit status: 0 when training stopped at ``--max-env-steps``; 2 when the command
 line, the config file or the env is wrong (one ``rl8lite: error: ...`` line,
 nothing trained); 130 after Ctrl-C (the MLflow run ends KILLED, and
 ``--save`` still saves the policy as it is). An exception raised by the user's
@@ -17,11 +17,12 @@ import sysconfig
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from importlib.metadata import version
+from typing import TextIO
 
-from ._version import __version__
-from .algorithms import ConfigError
-from .algorithms.checks import EnvOutputError, NonFiniteError
+from .algorithms import Algorithm, ConfigError
+from .algorithms.config import check_int
+from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
 from .runtime.checkpoint_files import CheckpointError
@@ -30,11 +31,7 @@ from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
 from .tracking.export import ExportError, export_policy
 from .trainers import Trainer
-from .trainers.checks import check_run_arguments
 from .trainers.train_config import TrainConfig, TrainConfigError
-
-if TYPE_CHECKING:
-    from .algorithms import Algorithm
 
 #: rl8lite's own errors about its input (the command, its config, the env's outputs
 #: and specs): one line, status 2.
@@ -72,8 +69,7 @@ def _positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {value}")
+    check_int("the value", value, minimum=1, error=argparse.ArgumentTypeError)
     return value
 
 
@@ -82,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer."
     )
-    parser.add_argument("--version", action="version", version=f"rl8lite {__version__}")
+    parser.add_argument("--version", action="version", version=f"rl8lite {version('rl8lite')}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = commands.add_parser(
         "train",
@@ -90,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Train a policy from a YAML/JSON train config, logging params and metrics to an\n"
             "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/\n"
-            "folder). Trains until --max-steps env steps, or until Ctrl-C."
+            "folder). Trains until --max-env-steps env steps, or until Ctrl-C."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -106,14 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="MLflow experiment to log the run under (default: the env class name)",
     )
     train.add_argument(
-        "--max-steps", type=_positive_int, metavar="N",
-        help="stop after the training step that reaches N env steps (each step adds"
-        " num_envs x horizon; rl8 counted training steps instead). Default: train until Ctrl-C",
+        "--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int, metavar="N",
+        help="stop after the training step that reaches N env steps (each training step adds"
+        " num_envs x horizon env steps). Default: train until Ctrl-C",
     )
     train.add_argument(
         "--steps-per-eval", type=_positive_int, metavar="N",
-        help="evaluate the policy every N training steps (a multiple of"
-        " horizons_per_env_reset; default: never)",
+        help="evaluate the policy every N training steps (default: never)",
     )
     train.add_argument(
         "--save", type=Path, metavar="DIR",
@@ -217,7 +212,6 @@ def _train(args: argparse.Namespace) -> int:
     try:
         config = TrainConfig.from_file(args.config_file)
         algorithm = config.build_algorithm()
-        check_run_arguments(algorithm, steps_per_eval=args.steps_per_eval)
         if args.save is not None:
             with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
@@ -240,13 +234,13 @@ def _train(args: argparse.Namespace) -> int:
         ranks,
         f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x {hp.horizon}"
         f" steps per training step) on {where}"
-        + (f" until {args.max_steps:,} env steps" if args.max_steps else " until Ctrl-C"),
+        + (f" until {args.max_env_steps:,} env steps" if args.max_env_steps else " until Ctrl-C"),
     )
     tracker = trainer.tracker
     if isinstance(tracker, MlflowTracker):
         print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
         print(f"rl8lite: then browse to {tracker.runs_url}")
-    stop = [HitsUpperBound("env/steps", args.max_steps)] if args.max_steps else []
+    stop = [HitsUpperBound("env/steps", args.max_env_steps)] if args.max_env_steps else []
     status = 0
     try:
         try:

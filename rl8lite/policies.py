@@ -1,23 +1,17 @@
-"""rl8's policies (``rl8.policies``): a model and its action distribution, sampled with
-rl8's keyword flags.
+"""Policies (rl8's ``rl8.policies``): a model and the action distribution built from its features.
 
-:class:`Policy` and :class:`RecurrentPolicy` are what an algorithm holds as
-``algorithm.policy``: rl8lite's :class:`~rl8lite.algorithms.policy.Policy` (the
-methods the collect and the update call, one per job) with rl8's constructor and
-public methods on top, so rl8 code and tests that drive a policy directly keep
-working. ``sample`` takes a batch of sequences ``[B, T]`` and applies the model's view
-requirements to it as rl8 does (each sequence is one episode starting at its first
-step; the algorithm builds its windows from its buffer, episode-aware).
+:class:`Policy` is what an algorithm holds as ``algorithm.policy``. The collect and the update
+call one method per job (:meth:`Policy.act`, :meth:`Policy.sample_actions`,
+:meth:`Policy.evaluate`, :meth:`Policy.values`, and for recurrent models
+:meth:`Policy.act_recurrent` and :meth:`Policy.evaluate_sequences`); rl8's
+:meth:`Policy.sample` drives the same model with rl8's keyword flags on a batch of sequences
+``[B, T]``, applying the model's view requirements as rl8 does.
 
-Differences from rl8: a recurrent policy's states are one ``[B, state_size]`` tensor
-(rl8's were a TensorDict; :meth:`RecurrentPolicy.sample` takes either), and a model's
-``features`` come back as a TensorDict holding rl8lite's flat features under
-``"features"`` unless the model returns rl8's feature TensorDict itself.
+Differences from rl8: a recurrent policy's states are one ``[B, state_size]`` tensor (rl8's
+TensorDict is accepted as input), and ``features`` hold rl8lite's flat features under
+``"features"`` unless the model returns rl8's feature TensorDict.
 
 Examples:
-    >>> import torch
-    >>> from tensordict import TensorDict
-    >>> from rl8lite.data import DataKeys
     >>> from rl8lite.env import DiscreteDummyEnv
     >>> env = DiscreteDummyEnv(1)
     >>> policy = Policy(env.observation_spec, env.action_spec)
@@ -34,48 +28,35 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 from torch import nn
 
-from .algorithms.policy import Policy as _Policy
-from .algorithms.policy import build_model
 from .data import DataKeys, Device
-from .distributions import Distribution
+from .distributions import Distribution, Normal, default_distribution_cls
 from .models import DefaultModel, DefaultRecurrentModel, Model, RecurrentModel
-from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features
-from .specs import Spec
+from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features, stateless
+from .specs import Spec, as_spec_dtype
 from .views import ViewKind
+
+Observation = torch.Tensor | TensorDict
 
 __all__ = ["Policy", "RecurrentPolicy", "build_policy"]  # and, imported on use, rl8's MLflow models
 
 
-@dataclass
-class _ModelConfig:
-    """What :func:`~rl8lite.algorithms.policy.build_model` reads from a config."""
-
-    model: nn.Module | None = None
-    model_cls: Any = None
-    model_config: dict[str, Any] | None = None
-    distribution_cls: type[Distribution] | None = None
-
-
-class Policy(_Policy):
-    """The union of a feedforward model and an action distribution (rl8's ``Policy``).
+class Policy(nn.Module):
+    """A model and its action distribution (rl8's ``Policy``).
 
     Args:
         observation_spec: The env's observation spec.
         action_spec: The env's action spec.
         model: A model instance (excludes ``model_cls``).
-        model_cls: A model class (or factory) called as
-            ``model_cls(observation_spec, action_spec, **model_config)``; default:
-            :class:`~rl8lite.models.DefaultModel` sized for the distribution.
+        model_cls: A model class called as ``model_cls(observation_spec, action_spec,
+            **model_config)``; default :attr:`default_model_cls` sized for the distribution.
         model_config: Keyword arguments of ``model_cls``.
-        distribution_cls: The action distribution (default: the action spec's, see
-            :meth:`~rl8lite.distributions.Distribution.default_dist_cls`).
+        distribution_cls: The action distribution (default: the action spec's).
         device: Where the model goes.
     """
 
@@ -93,15 +74,117 @@ class Policy(_Policy):
         distribution_cls: type[Distribution] | None = None,
         device: Device = "cpu",
     ) -> None:
+        super().__init__()
         if model is not None and model_cls is not None:
             raise ValueError("`model` and `model_cls` are mutually exclusive: pass one or the other")
-        config = _ModelConfig(model, model_cls, model_config, distribution_cls)
-        built, dist_cls = build_model(observation_spec, action_spec, config, self.default_model_cls)
-        super().__init__(built, dist_cls, action_spec)
-        self.observation_spec = observation_spec
-        self.model_config = model_config or {}
+        distribution_cls = distribution_cls or default_distribution_cls(action_spec)
+        if model is None:
+            if model_cls is None:
+                model_cls = self.default_model_cls
+                model_config = {"num_features": distribution_cls.num_inputs(action_spec),
+                                "gaussian": issubclass(distribution_cls, Normal), **(model_config or {})}
+            model = model_cls(observation_spec, action_spec, **(model_config or {}))
+        self.model = model
+        self.distribution_cls = distribution_cls
+        self.observation_spec, self.action_spec = observation_spec, action_spec
+        self.model_config = dict(getattr(model, "config", None) or model_config or {})
+        network = stateless(model)
+        # A plain attribute (not a submodule): the adapter holds the model registered above.
+        self._adapter = None if network is model else network
         self.to(device)
 
+    @property
+    def network(self) -> Any:
+        """The model in rl8lite's stateless protocol: :attr:`model`, or its rl8-style adapter."""
+        return self.model if self._adapter is None else self._adapter
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the policy's parameters (the CPU for a model without any)."""
+        return next(self.parameters(), torch.empty(0)).device
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the model carries a state from one time step to the next."""
+        return isinstance(self.model, RecurrentModel)
+
+    @property
+    def separable(self) -> bool:
+        """Whether the model computes features and values apart (``Model.separable``) and
+        nothing hooks or replaces its ``forward`` (hooks run only through ``forward``)."""
+        model = self.model
+        return (getattr(model, "separable", False) is True and not model._forward_hooks
+                and not model._forward_pre_hooks and "forward" not in vars(model))
+
+    def distribution(self, features: torch.Tensor, obs: Observation) -> Distribution:
+        """The action distribution of ``features``, masked by ``obs``'s action mask if it has one."""
+        mask = obs.get(DataKeys.ACTION_MASK, None) if isinstance(obs, TensorDict) else None
+        if isinstance(mask, TensorDict):  # a windowed action mask: the current step's
+            mask = mask[DataKeys.INPUTS][:, -1]
+        return self.distribution_cls(features, self.action_spec, action_mask=mask)
+
+    # ------------------------------------------------------------------ what training calls
+    def act(self, obs: Observation, *, deterministic: bool = False) -> tuple[torch.Tensor, ...]:
+        """``(actions, logp, values)`` for a batch of observations."""
+        features, values = self.network(obs)
+        return (*self._draw(self.distribution(features, obs), deterministic), values)
+
+    def sample_actions(self, obs: Observation, *, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actions, logp)``, from the features alone when the model is :attr:`separable`."""
+        network = self.network
+        features = network.forward_features(obs) if self.separable else network(obs)[0]
+        return self._draw(self.distribution(features, obs), deterministic)
+
+    def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        if deterministic:
+            actions = dist.deterministic_sample()
+            logp = dist.logp(actions)
+        else:
+            actions, logp = dist.sample_with_logp()
+        return as_spec_dtype(actions, self.action_spec), logp
+
+    def evaluate(self, obs: Observation, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(logp, entropy, values)`` of given actions, for the PPO update."""
+        features, values = self.network(obs)
+        dist = self.distribution(features, obs)
+        return dist.logp(actions), dist.entropy(), values
+
+    def values(self, obs: Observation) -> torch.Tensor:
+        """Value estimates ``[B, 1]``."""
+        network = self.network
+        return network.forward_values(obs) if self.separable else network(obs)[1]
+
+    def init_states(self, n: int, /) -> torch.Tensor:
+        """A recurrent model's initial states ``[n, state_size]`` on the policy's device."""
+        return self.network.init_states(n, self.device)
+
+    def act_recurrent(
+        self, obs: Observation, states: torch.Tensor, *, deterministic: bool = False
+    ) -> tuple[torch.Tensor, ...]:
+        """``(actions, logp, values, next_states)`` for one time step of a recurrent model."""
+        features, values, next_states = self.network(obs, states)
+        return (*self._draw(self.distribution(features, obs), deterministic), values, next_states)
+
+    def evaluate_sequences(
+        self, obs: Observation, actions: torch.Tensor, states: torch.Tensor, resets: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Unroll ``[B, L]`` sequences from their initial ``states``; ``(logp, entropy, values)``
+        as ``[B * L, 1]``. ``resets[:, j]`` zeroes the state before step ``j``."""
+        logps, entropies, values = [], [], []
+        for j in range(actions.shape[1]):
+            states = states * (~resets[:, j, None]).to(states.dtype)
+            features, value, states = self.network(obs[:, j], states)
+            dist = self.distribution(features, obs[:, j])
+            logps.append(dist.logp(actions[:, j]))
+            entropies.append(dist.entropy())
+            values.append(value)
+        return tuple(torch.stack(x, 1).reshape(-1, 1) for x in (logps, entropies, values))
+
+    def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
+        """The deterministic action."""
+        return self.act(obs, deterministic=True)[0]
+
+    # ------------------------------------------------------------------ rl8's interface
     def sample(
         self,
         batch: TensorDict,
@@ -119,22 +202,14 @@ class Policy(_Policy):
         """Sample the policy on a batch of sequences (rl8's ``Policy.sample``).
 
         Args:
-            batch: TensorDict ``[B, T]`` with at least ``"obs"``; or one holding the
-                model's inputs under ``DataKeys.VIEWS`` (they are used as they are).
-            kind: ``"last"``: at each sequence's last step (``B`` rows); ``"all"``: at
-                every step (``B * T`` rows, row ``b * T + t``).
-            deterministic: The distribution's mode instead of a sample (the model runs in
-                eval mode for it, in training mode otherwise).
-            inplace: Write the outputs into ``batch`` reshaped to one batch dimension
-                (for ``kind="all"``) instead of a new TensorDict.
-            requires_grad: Build the autograd graph (for training).
-            return_actions: Sample actions (``DataKeys.ACTIONS``).
-            return_logp: Also their log-probabilities (``DataKeys.LOGP``, with actions).
-            return_values: Also the values (``DataKeys.VALUES``).
-            return_views: Also the model's inputs (``DataKeys.VIEWS``).
-
-        Returns:
-            A TensorDict with ``DataKeys.FEATURES`` and the outputs asked for.
+            batch: ``[B, T]`` with ``"obs"``, or the model's inputs under ``DataKeys.VIEWS``.
+            kind: ``"last"``: at each sequence's last step (``B`` rows); ``"all"``: at every
+                step (``B * T`` rows, row ``b * T + t``).
+            deterministic: The distribution's mode (the model in eval mode), else a sample.
+            inplace: Write into ``batch`` reshaped to one batch dimension.
+            requires_grad: Build the autograd graph.
+            return_actions, return_logp, return_values, return_views: What to return besides
+                ``DataKeys.FEATURES``.
         """
         views = batch[DataKeys.VIEWS] if DataKeys.VIEWS in batch.keys() else self.model_inputs(batch, kind)
         obs = views[DataKeys.OBS]
@@ -147,18 +222,14 @@ class Policy(_Policy):
                 out[DataKeys.VIEWS] = views
         return out
 
-    def _outputs(
-        self, out: TensorDict, features: torch.Tensor, obs: Any, values: torch.Tensor, deterministic: bool,
-        return_actions: bool, return_logp: bool, return_values: bool,
-    ) -> None:
-        """Write the actions (and their log-probabilities) and the values asked for into ``out``."""
-        if return_actions:
+    def _outputs(self, out: TensorDict, features: torch.Tensor, obs: Any, values: torch.Tensor,
+                 deterministic: bool, actions: bool, logp: bool, with_values: bool) -> None:
+        if actions:
             dist = self.distribution(features, obs)
-            actions = dist.deterministic_sample() if deterministic else dist.sample()
-            out[DataKeys.ACTIONS] = actions
-            if return_logp:
-                out[DataKeys.LOGP] = dist.logp(actions)
-        if return_values:
+            out[DataKeys.ACTIONS] = dist.deterministic_sample() if deterministic else dist.sample()
+            if logp:
+                out[DataKeys.LOGP] = dist.logp(out[DataKeys.ACTIONS])
+        if with_values:
             out[DataKeys.VALUES] = values
 
     def model_inputs(self, batch: TensorDict, kind: ViewKind) -> TensorDict:
@@ -168,7 +239,6 @@ class Policy(_Policy):
         return batch[:, -1] if kind == "last" else batch.reshape(-1)
 
     def _features(self, obs: Any) -> tuple[TensorDict, torch.Tensor, torch.Tensor]:
-        """``(features as a TensorDict, flat features, values)``."""
         network = self.network
         if isinstance(network, Rl8Model):
             features_td, values = network.features_and_values(obs)
@@ -177,23 +247,16 @@ class Policy(_Policy):
         return TensorDict({DataKeys.FEATURES: features}, batch_size=[features.shape[0]]), features, values
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
-        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return the MLflow model
-        that serves it: pass it as ``python_model`` with ``artifacts={"policy": path}``.
+        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model serving
+        it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
+        ``log_policy`` (a ``torch.export`` program) is the recommended saved policy."""
+        from .tracking.policy_model import pickle_policy
 
-        The recommended way to save a trained policy is the ``torch.export`` program the
-        trainer logs (:meth:`rl8lite.Trainer.log_policy`); this is rl8's.
-        """
-        from .tracking.rl8_policy_model import pickle_policy
-
-        return pickle_policy(self, path)
+        return pickle_policy(self, path, recurrent=self.recurrent)
 
 
 class RecurrentPolicy(Policy):
-    """The union of a recurrent model and an action distribution (rl8's ``RecurrentPolicy``).
-
-    Arguments as :class:`Policy`'s; the default model is
-    :class:`~rl8lite.models.DefaultRecurrentModel`.
-    """
+    """A recurrent model and its action distribution (rl8's ``RecurrentPolicy``)."""
 
     default_model_cls: type[Model] = DefaultRecurrentModel
 
@@ -210,20 +273,8 @@ class RecurrentPolicy(Policy):
         return_logp: bool = False,
         return_values: bool = False,
     ) -> tuple[TensorDict, torch.Tensor]:
-        """Unroll the policy over sequences ``[B, T]`` from ``states`` (rl8's
-        ``RecurrentPolicy.sample``).
-
-        Args:
-            batch: TensorDict ``[B, T]`` with at least ``"obs"``.
-            states: ``[B, state_size]`` (or rl8's state TensorDict ``[B, 1]``/``[B]``);
-                ``None``: :meth:`init_states`.
-            deterministic, inplace, requires_grad, return_actions, return_logp,
-                return_values: As in :meth:`Policy.sample`.
-
-        Returns:
-            The outputs at every step (``B * T`` rows, row ``b * T + t``) and the states
-            after the last step ``[B, state_size]``.
-        """
+        """Unroll the policy over sequences ``[B, T]`` from ``states`` (``None``: initial
+        states); the outputs at every step (row ``b * T + t``) and the states after the last."""
         rows, steps = batch.batch_size[:2]
         states = self.init_states(rows) if states is None else self.flat_states(states)
         obs = batch[DataKeys.OBS]
@@ -244,9 +295,8 @@ class RecurrentPolicy(Policy):
         """``[B, state_size]`` from a tensor or rl8's state TensorDict."""
         if isinstance(states, torch.Tensor):
             return states
-        network = self.network
-        if isinstance(network, Rl8RecurrentModel):
-            return network.flat_states(states)
+        if isinstance(self.network, Rl8RecurrentModel):
+            return self.network.flat_states(states)
         return torch.cat([v.reshape(states.batch_size[0], -1) for v in states.values()], dim=-1)
 
     @property
@@ -254,22 +304,14 @@ class RecurrentPolicy(Policy):
         """The model's ``state_spec`` (the parts of its flat state), if it declares one."""
         return getattr(self.model, "state_spec", None)
 
-    def save(self, path: str | os.PathLike[str], /) -> Any:
-        """As :meth:`Policy.save`, with rl8's recurrent MLflow model."""
-        from .tracking.rl8_policy_model import pickle_policy
-
-        return pickle_policy(self, path, recurrent=True)
-
 
 def _steps_as_rows(per_step: list[torch.Tensor]) -> torch.Tensor:
-    """``T`` tensors ``[B, ...]`` as ``[B * T, ...]`` rows ordered ``b * T + t``."""
     stacked = torch.stack(per_step, dim=1)
     return stacked.reshape(-1, *stacked.shape[2:])
 
 
 @contextlib.contextmanager
 def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
-    """``model`` in training or eval mode for the block (rl8's sampling modes), then back."""
     was = model.training
     model.train(training)
     try:
@@ -278,20 +320,26 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
         model.train(was)
 
 
-def build_policy(
-    observation_spec: Spec, action_spec: Spec, config: Any, default_model_cls: type[Model], *, device: Device = "cpu"
-) -> Policy:
-    """The policy an algorithm config describes (see :func:`~rl8lite.algorithms.policy.build_model`)
-    on ``device``: a :class:`RecurrentPolicy` for a recurrent model, else a :class:`Policy`."""
-    model, distribution_cls = build_model(observation_spec, action_spec, config, default_model_cls)
+def build_policy(observation_spec: Spec, action_spec: Spec, config: Any, default_model_cls: type[Model], *,
+                 device: Device = "cpu") -> Policy:
+    """The policy a config describes (``model``, or ``model_cls`` and ``model_config``, or
+    ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent model."""
+    model = config.model
+    if model is None and config.model_cls is None:
+        policy_cls = RecurrentPolicy if issubclass(default_model_cls, RecurrentModel) else Policy
+        return policy_cls(observation_spec, action_spec, model_config=config.model_config,
+                          distribution_cls=config.distribution_cls, device=device)
+    if model is None:
+        model = config.model_cls(observation_spec, action_spec, **(config.model_config or {}))
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
-    return policy_cls(observation_spec, action_spec, model=model, distribution_cls=distribution_cls, device=device)
+    return policy_cls(observation_spec, action_spec, model=model, distribution_cls=config.distribution_cls,
+                      device=device)
 
 
 def __getattr__(name: str) -> Any:
     # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use.
     if name in ("MLflowPolicyModel", "MLflowRecurrentPolicyModel"):
-        from .tracking import rl8_policy_model
+        from .tracking import policy_model
 
-        return getattr(rl8_policy_model, name)
+        return getattr(policy_model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -120,13 +120,14 @@ class LRScheduler:
         self.schedule = schedule
         self.kind = kind
         if schedule:
-            self._set(float(schedule[0][1]))
+            self.set(float(schedule[0][1]))
 
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
-    def _set(self, lr: float) -> None:
+    def set(self, lr: float) -> None:
+        """Set every param group's learning rate (a tensor one in place)."""
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):
                 group["lr"].fill_(lr)
@@ -136,5 +137,5 @@ class LRScheduler:
     def step(self, env_steps: int) -> float:
         """Move to ``env_steps`` and return the learning rate."""
         if self.schedule:
-            self._set(scheduled_value(self.schedule, self.kind, env_steps))
+            self.set(scheduled_value(self.schedule, self.kind, env_steps))
         return self.lr

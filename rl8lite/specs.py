@@ -417,3 +417,10 @@ __all__ = [
     "Unbounded",
     "UnboundedContinuousTensorSpec",
 ]
+
+
+def as_spec_dtype(x: torch.Tensor, spec: Any) -> torch.Tensor:
+    """``x`` in ``spec``'s dtype (distributions sample in their features' float dtype, or
+    int64 indices; envs and the buffer take the spec's)."""
+    dtype = getattr(spec, "dtype", None)
+    return x if dtype is None or x.dtype == dtype else x.to(dtype)

@@ -27,7 +27,6 @@ import torch
 from rl8lite import Algorithm, RecurrentAlgorithm, RecurrentAlgorithmConfig
 from rl8lite.env import ContinuousDummyEnv
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.models.mlp import cpu_tanh_formula
 
 from .helpers import MaskedChoice, TinyModel
 
@@ -95,8 +94,7 @@ SCENARIOS: dict[str, Callable[[], Algorithm]] = {
 
 def kernel_fingerprint() -> str:
     """What selects the math kernels that float results depend on: torch's version, the
-    architecture, the CPU vendor (MKL's code paths), torch's vector ISA, bf16 instructions,
-    and the default model's tanh formula on this CPU (``tanh-via-sigmoid`` where chosen).
+    architecture, the CPU vendor (MKL's code paths), torch's vector ISA and bf16 instructions.
 
     Examples:
         >>> kernel_fingerprint()  # doctest: +SKIP
@@ -115,9 +113,8 @@ def kernel_fingerprint() -> str:
     except OSError:
         pass
     bf16 = "amx" if "amx_bf16" in flags else ("avx512bf16" if "avx512_bf16" in flags else "")
-    tanh = "tanh-via-sigmoid" if cpu_tanh_formula() == "sigmoid" else ""
     parts = [f"torch-{torch.__version__.split('+')[0]}", platform.machine(), vendor,
-             torch.backends.cpu.get_cpu_capability(), bf16, tanh]
+             torch.backends.cpu.get_cpu_capability(), bf16]
     return "_".join(p for p in parts if p)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -12,42 +14,37 @@ import tensordict
 import torch
 from tensordict import TensorDict
 
-from .._version import __version__
 from ..data import DataKeys
 from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
+from ..nn.ppo import gae
 from ..policies import Policy, build_policy
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import qualified_name
-from ..runtime.malloc import keep_freed_memory
-from ..runtime.memory import device_memory, optimizer_bytes, tensor_bytes, tensordict_bytes
-from ..runtime.seeding import seed_everything
+from ..runtime.memory import device_memory, keep_freed_memory, optimizer_bytes, tensor_bytes
+from ..runtime.checkpoint_files import seed_everything
 from ..schedulers import EntropyScheduler, LRScheduler
-from .advantages import generalized_advantage_estimate
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
-from .checks import check_env_cls, dry_run
+from .carries import Feedforward, Recurrence, Recurrent
 from .chunks import resolve_chunk_size
-from .config import (
-    AlgorithmConfig,
-    ConfigError,
-    RecurrentAlgorithmConfig,
-    optimizer_kwargs,
-    resolve_horizons_per_env_reset,
-)
+from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
-from .carry import recurrence_for
-from .rollout import Rollout
-from .statistics import CollectStatistics
+from .graphs import GraphedRollout, GraphedSampling, GraphedStep, capturable_optimizer_kwargs, unsupported
+from .rollout import Rollout, check_env, dry_run
+from .statistics import CollectStatistics, merge_collects
 from .update import PPOUpdate
+from .windowed import Windowed, plan_windows
 
 _EPS = 1e-8
+#: Fields an env instance decides (its own value wins; a different explicit one is an error).
+_FROM_INSTANCE = ("num_envs", "horizon", "device")
 
 
 @dataclass
 class AlgorithmState:
     """Counters and scales that evolve during training."""
 
-    #: Collects done so far (rl8's ``horizons``); drives env resets.
+    #: Training collects done so far (rl8's ``horizons``); drives env resets.
     horizons: int = 0
     #: Whether the buffer holds a collect not yet used by ``step``.
     buffered: bool = False
@@ -62,29 +59,29 @@ class AlgorithmState:
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    Composed of parts with one job each: the :attr:`rollout` (env steps into the
-    buffer), the :attr:`recurrence` (what the policy carries between steps: nothing,
-    or a recurrent state), the :attr:`statistics` of each collect, and the
-    :attr:`update` (SGD passes over the buffer). A recurrent model makes the
-    algorithm recurrent; :class:`RecurrentAlgorithm` is rl8's name for it.
+    Composed of parts with one job each: the :attr:`rollout` (env steps into the buffer), the
+    :attr:`recurrence` (what the policy carries between steps: nothing, windows of past
+    observations, or a recurrent state), the :attr:`statistics` of each collect and the
+    :attr:`update` (SGD passes over the buffer). A recurrent model makes the algorithm
+    recurrent; :class:`RecurrentAlgorithm` is rl8's name for it.
 
-    Started by ``torchrun`` (several processes), each process is one rank of a
-    data-parallel job (:mod:`rl8lite.algorithms.data_parallel`): ``num_envs`` copies of its
-    own, seeded ``seed + rank``, parameters broadcast from rank 0, gradients and
-    whole-batch statistics taken over every rank, and counts (``env/steps``) global.
+    Started by ``torchrun``, each process is one rank of a data-parallel job: ``num_envs``
+    copies of its own, parameters broadcast from rank 0, gradients and whole-batch statistics
+    over every rank, counts (``env/steps``) global.
 
     Args:
-        env_cls: The env class; built as ``env_cls(num_envs, horizon, device=...)``.
+        env: An :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
+            config=env_config)``, or an instance (a simulator the process built once), whose
+            ``num_envs``, ``horizon`` and ``device`` the algorithm takes.
         config: Hyperparameters (default :class:`AlgorithmConfig`).
-        **overrides: Any config field, overriding ``config``; an unknown name is a
-            ``TypeError`` listing the valid ones.
+        **overrides: Any config field, overriding ``config``.
 
     Examples:
         >>> from rl8lite import Algorithm
         >>> from rl8lite.env import DiscreteDummyEnv
         >>> algo = Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4, seed=0)
-        >>> sorted(algo.collect())[:2]
-        ['env/resets', 'env/steps']
+        >>> algo.collect()["env/steps"]
+        32.0
         >>> "losses/total" in algo.step()
         True
     """
@@ -99,181 +96,210 @@ class Algorithm:
     hparams: AlgorithmConfig
     state: AlgorithmState
 
-    def __init__(
-        self, env_cls: type[Env], /, config: AlgorithmConfig | None = None, **overrides: Any
-    ) -> None:
-        check_env_cls(env_cls)
+    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None, **overrides: Any) -> None:
+        check_env(env)
         config = (config or AlgorithmConfig()).replace(**overrides)
+        instance = env if isinstance(env, Env) else None
+        if instance is not None:
+            config = _config_for_instance(config, instance, overrides)
         config.validate()
-        self.env_cls = env_cls
+        self.env_cls: type[Env] = type(env) if instance is not None else env  # type: ignore[assignment]
+        #: Whether the env was handed over as an instance (a checkpoint then needs it to resume).
+        self.env_given = instance is not None
         #: This process's place among the training processes (one, without torchrun).
         self.ranks: Ranks
         self.ranks, self.device = join_process_group(config.device)
-        self._build(config)
+        self._build(config, instance)
 
     @shares_failures
-    def _build(self, config: AlgorithmConfig) -> None:
-        env_cls = self.env_cls
+    def _build(self, config: AlgorithmConfig, instance: Env | None) -> None:
         if config.tune_malloc and self.device.type == "cpu":
             keep_freed_memory()
         if config.seed is not None:
             seed_everything(config.seed + self.ranks.rank)
-        self.hparams = hp = dataclasses.replace(
-            config,
-            horizons_per_env_reset=resolve_horizons_per_env_reset(config, env_cls),
-            device=str(self.device),
-        )
+        self.hparams = hp = dataclasses.replace(config, device=str(self.device))
         if self.ranks.distributed:
-            check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), env_cls)
-        env_kwargs: dict[str, Any] = {"device": self.device}
-        if config.env_config:
-            env_kwargs["config"] = dict(config.env_config)
-        self.env = env_cls(hp.num_envs, hp.horizon, **env_kwargs)
+            check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), self.env_cls)
+        self.env = instance or self.env_cls(hp.num_envs, hp.horizon, device=self.device,
+                                            **({"config": dict(hp.env_config)} if hp.env_config else {}))
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
             self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls, device=self.device)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         broadcast_module_(self.policy, self.ranks)
-        self.buffer = allocate_buffer(
-            obs_spec, action_spec, num_envs=hp.num_envs, horizon=hp.horizon, device=self.device,
-            normalize_rewards=hp.normalize_rewards,
-        )
+        self.buffer = allocate_buffer(obs_spec, action_spec, num_envs=hp.num_envs, horizon=hp.horizon,
+                                      device=self.device, normalize_rewards=hp.normalize_rewards)
         collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, self.policy)
-        self.recurrence = recurrence_for(self.policy, hp, self.device, collect_chunk, self.buffer, obs_spec)
+        self.recurrence = _carry_for(self.policy, hp, self.device, collect_chunk, self.buffer, obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
-        self.statistics = CollectStatistics(
-            hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards, device=self.device,
-            ranks=self.ranks,
-        )
-        self.whole_batch = WholeBatch(self.ranks)
+        whole = WholeBatch(self.ranks)
+        self.statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards,
+                                            device=self.device, whole=whole)
+        self.whole_batch = whole
+        graphs = self._graphs_unsupported(collect_chunk)
+        kwargs = hp.optimizer_kwargs()
+        if graphs is None:
+            kwargs = capturable_optimizer_kwargs(kwargs, self.device)
         try:
-            self.optimizer = hp.optimizer_cls(self.policy.parameters(), **self.optimizer_config)
+            self.optimizer = hp.optimizer_cls(self.policy.parameters(), **kwargs)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build {hp.optimizer_cls.__name__} from optimizer_config: {e}") from e
         self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule, kind=hp.lr_schedule_kind)
-        self.entropy_scheduler = EntropyScheduler(
-            hp.entropy_coeff, schedule=hp.entropy_coeff_schedule, kind=hp.entropy_coeff_schedule_kind
-        )
+        self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
+                                                  kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
-            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
-            ranks=self.ranks,
+            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy), ranks=self.ranks,
         )
+        #: Why the collect and the update run eagerly on this device, or ``None``: CUDA graphs.
+        self.graphs_off = graphs
+        if graphs is None:
+            self.update.step_fn = GraphedStep(self.update.step_fn, self.update.zero_grad)
+            if getattr(self.env, "capturable", False):
+                self.rollout.graphed = GraphedRollout(self.rollout.captured_steps)
+            elif self.policy.separable:
+                self.recurrence.graphed_sample = GraphedSampling(self.policy.sample_actions)
         self.state = AlgorithmState()
         self._needs_reset = True
 
-    @property
-    def optimizer_config(self) -> dict[str, Any]:
-        """The optimizer's keyword arguments (see :func:`~rl8lite.algorithms.config.optimizer_kwargs`)."""
-        return optimizer_kwargs(self.hparams)
+    def _graphs_unsupported(self, collect_chunk: int | None) -> str | None:
+        hp = self.hparams
+        if hp.cuda_graphs is False:
+            return "cuda_graphs=False"
+        reason = unsupported(
+            self.device, recurrent=self.policy.recurrent, windowed=isinstance(self.recurrence, Windowed),
+            optimizer_cls=hp.optimizer_cls, amp=hp.enable_amp, distributed=self.ranks.distributed,
+            chunked=collect_chunk is not None,
+        )
+        if reason is not None and hp.cuda_graphs is True:
+            raise ConfigError(f"cuda_graphs=True, but the collect and update cannot be captured with {reason}")
+        return reason
 
     # ------------------------------------------------------------------ collect
     @shares_failures
-    def collect(
-        self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False
-    ) -> dict[str, float]:
+    def collect(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False) -> dict[str, float]:
         """Step the env ``horizon`` times, filling the buffer; return summary stats.
 
-        The env is reset (with ``env_config``) when ``horizons % k == 0`` for
-        ``k = horizons_per_env_reset > 0``, or only at the first collect for
-        ``k < 0``; otherwise the rollout continues from the last observation.
+        The env is reset (with ``env_config``) at the first collect, after an evaluation that
+        could not restore it, and every ``k = horizons_per_env_reset > 0`` collects; otherwise
+        the rollout continues from the last observation.
         """
-        start = time.perf_counter()
         k = self.horizons_per_env_reset
         reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
-        with torch.inference_mode():
-            # --- first observation: a reset (restarting every carry), or where the last collect ended
-            obs = self.rollout.first_observation(reset=reset, env_config=env_config)
-            if reset:
-                self._needs_reset = False
-                self.statistics.restart()
-            # --- rollout: horizon samples and env steps into the buffer, no host sync
-            obs = self.rollout.run(obs, deterministic=deterministic)
-            # --- once per collect: finiteness, values (bootstrap, truncated episodes), statistics
-            self.rollout.check_finite()
-            self.rollout.fill_values(obs)
-            stats = self.statistics.of_collect(self.buffer, episodic=bool(self.rollout.episodic))
+        stats = self._collect(env_config, deterministic, reset, self.statistics)
+        self._needs_reset = False
         if self.hparams.normalize_rewards:
             self.state.reward_scale = stats["coefficients/reward_scale"]
         self.state.horizons += 1
         if self.policy.recurrent:
             self.state.seqs += self.hparams.horizon // self.recurrence.unit_length
         self.state.buffered = True
+        return stats
+
+    def _collect(self, env_config: dict[str, Any] | None, deterministic: bool, reset: bool,
+                 statistics: CollectStatistics) -> dict[str, float]:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            # --- first observation: a reset (restarting every carry), or where the last collect ended
+            obs = self.rollout.first_observation(reset=reset, env_config=env_config)
+            if reset:
+                statistics.restart()
+            # --- rollout: horizon samples and env steps into the buffer, no host sync
+            obs = self.rollout.run(obs, deterministic=deterministic)
+            # --- once per collect: finiteness, values (bootstrap, truncated episodes), statistics
+            self.rollout.check_finite()
+            self.rollout.fill_values(obs)
+            stats = statistics.of_collect(self.buffer, episodic=bool(self.rollout.episodic))
         copies = self.hparams.num_envs * self.ranks.world_size
         stats["env/steps"] = float(copies * self.hparams.horizon)
         stats["env/resets"] = float(copies if reset else 0)
         stats["profiling/collect_ms"] = 1000.0 * (time.perf_counter() - start)
         return stats
 
+    # ------------------------------------------------------------------ evaluate
+    @shares_failures
+    def evaluate(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
+                 collects: int | None = None) -> dict[str, float]:
+        """Evaluate the policy under ``env_config``, at any step; return the merged stats.
+
+        Resets the env under ``env_config`` and runs ``collects`` collects (default: enough to
+        fit the env's longest episode, ``ceil(max_episode_steps / horizon)``, else one) with
+        statistics of their own (every episode that ended). Training is left as it was: the
+        buffer, the carries, the schedules and counters. An env that restores its state
+        (``Env.restores_state``) continues its training episodes afterwards; any other is
+        reset at the next training collect, which ends its episodes in progress.
+        """
+        hp = self.hparams
+        if collects is None:
+            max_steps = getattr(self.env, "max_episode_steps", None) or (hp.env_config or {}).get("max_episode_steps")
+            collects = math.ceil(max_steps / hp.horizon) if max_steps else 1
+        restores = self.env.restores_state and not self._needs_reset
+        saved_env = self.env.state_dict() if restores else None
+        saved_buffer, saved_carry = self.buffer.clone(), self.recurrence.state_dict()
+        statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards,
+                                       device=self.device, whole=self.whole_batch, window=None)
+        try:
+            results = [self._collect(env_config, deterministic, reset=i == 0, statistics=statistics)
+                       for i in range(collects)]
+        finally:
+            self.buffer.update_(saved_buffer)
+            self.recurrence.load_state_dict(saved_carry)
+            if saved_env is not None:
+                self.env.load_state_dict(saved_env)
+            else:
+                self._needs_reset = True
+        return merge_collects(results)
+
     # ------------------------------------------------------------------ step
     @shares_failures
     def step(self) -> dict[str, float]:
         """Update the policy from the buffered collect; return loss and monitor stats."""
         if not self.state.buffered:
-            raise RuntimeError(
-                f"{type(self).__name__}.step needs a collect first: call collect() before step()"
-            )
+            raise RuntimeError(f"{type(self).__name__}.step needs a collect first: call collect() before step()")
         start = time.perf_counter()
         hp, buf, horizon = self.hparams, self.buffer, self.hparams.horizon
-
         # --- advantages and value targets: GAE over the scaled rewards, into the buffer
         values = buf[DataKeys.VALUES][:, :, 0]
         reward_scale = self.state.reward_scale if hp.normalize_rewards else 1.0
-        advantages, returns = generalized_advantage_estimate(
-            buf[DataKeys.REWARDS][:, :horizon, 0] / (reward_scale + _EPS),
-            values,
-            gamma=hp.gamma,
-            gae_lambda=hp.gae_lambda,
-            terminated=buf[DataKeys.TERMINATED][:, :horizon, 0],
-            truncated=buf[DataKeys.TRUNCATED][:, :horizon, 0],
-            final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
+        advantages, returns = gae(
+            buf[DataKeys.REWARDS][:, :horizon, 0] / (reward_scale + _EPS), values, gamma=hp.gamma,
+            gae_lambda=hp.gae_lambda, terminated=buf[DataKeys.TERMINATED][:, :horizon, 0],
+            truncated=buf[DataKeys.TRUNCATED][:, :horizon, 0], final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
             out=(buf[DataKeys.ADVANTAGES][:, :horizon, 0], buf[DataKeys.RETURNS][:, :horizon, 0]),
         )
         whole = self.whole_batch  # this buffer's samples, or every rank's
         explained_variance = 1.0 - whole.var(returns - values[:, :horizon]) / (whole.var(returns) + _EPS)
-
-        # --- the update reads chunks straight from the buffer (no flattened copies);
-        # advantages are normalised chunk by chunk with the whole batch's statistics
-        batch = self.recurrence.update_batch(
-            buf, whole.normalization(advantages) if hp.normalize_advantages else None
-        )
+        # --- the update reads chunks straight from the buffer; advantages are normalised chunk by
+        # chunk with the whole batch's statistics
+        batch = self.recurrence.update_batch(buf, whole.normalization(advantages) if hp.normalize_advantages else None)
         if hp.enable_amp:
             self.update.recompute_old_logp(batch)
-
         # --- minibatch SGD passes; the coefficients logged are the ones this update used
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         result = self.update.run(batch, entropy_coeff_used)
-
         # --- schedules move with training env transitions (the logged env/steps axis)
         env_steps = hp.num_envs * self.ranks.world_size * horizon * (self.state.steps + 1)
         self.lr_scheduler.step(env_steps)
         self.entropy_scheduler.step(env_steps)
         self.state.buffered = False
         self.state.steps += 1
-
-        means = result.means
-        stats = {f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")}
-        stats["monitors/kl_div"] = means["kl_div"]
-        stats["monitors/clip_fraction"] = means["clip_fraction"]
-        stats["monitors/grad_norm"] = result.grad_norm
-        stats["monitors/explained_variance"] = float(explained_variance)
-        stats["monitors/sgd_iters"] = float(result.passes)
-        stats["coefficients/entropy"] = entropy_coeff_used
-        stats["coefficients/vf"] = hp.vf_coeff
-        stats["coefficients/lr"] = lr_used
-        stats["profiling/step_ms"] = 1000.0 * (time.perf_counter() - start)
+        stats = {f"losses/{name}": result.means[name] for name in ("total", "policy", "vf", "entropy")}
+        stats.update({
+            "monitors/kl_div": result.means["kl_div"], "monitors/clip_fraction": result.means["clip_fraction"],
+            "monitors/grad_norm": result.grad_norm, "monitors/explained_variance": float(explained_variance),
+            "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,
+            "coefficients/vf": hp.vf_coeff, "coefficients/lr": lr_used,
+            "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
+        })
         return stats
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything that evolves during training: policy, optimizer, schedules,
-        reward-scale and episode carries, the buffer and the env's state.
-
-        Together with the config (and the RNG states, which
-        :func:`rl8lite.runtime.checkpoint_files.capture_rng` adds) it continues training exactly.
-        """
+        """Everything that evolves during training: policy, optimizer, schedules, reward-scale and
+        episode carries, the buffer and the env's state (with the config and the RNG states,
+        which checkpoints add, it continues training exactly)."""
         grad_scaler = self.update.grad_scaler
         state = {
             "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
@@ -282,19 +308,13 @@ class Algorithm:
             "lr": self.lr_scheduler.lr,
             "entropy_coeff": self.entropy_scheduler.coeff,
             "state": dataclasses.asdict(self.state),
-            "carries": {
-                **self.statistics.state_dict(),
-                "needs_reset": self._needs_reset,
-                "episodic": self.rollout.episodic,
-            },
+            "carries": {**self.statistics.state_dict(), "needs_reset": self._needs_reset,
+                        "episodic": self.rollout.episodic},
             "buffer": buffer_state(self.buffer),
-            "env": {
-                k: v.cpu() if isinstance(v, torch.Tensor) else v
-                for k, v in self.env.state_dict().items()
-            },
+            "env": {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in self.env.state_dict().items()},
         }
         carried = self.recurrence.state_dict()
-        if carried:  # a recurrent state ("recurrent", as 0.1.0 named it) or windows of the past
+        if carried:
             state["recurrent" if self.policy.recurrent else "windows"] = carried
         return state
 
@@ -302,18 +322,20 @@ class Algorithm:
         """Restore what :meth:`state_dict` returned (onto this algorithm's device)."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.graphs_off is None:  # captured graphs read the learning rate from a device tensor
+            for group in self.optimizer.param_groups:
+                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device).clone()
         if self.update.grad_scaler is not None and state.get("grad_scaler"):
             self.update.grad_scaler.load_state_dict(state["grad_scaler"])
-        self.lr_scheduler._set(float(state["lr"]))
+        self.lr_scheduler.set(float(state["lr"]))
         self.entropy_scheduler.coeff = float(state["entropy_coeff"])
         self.state = AlgorithmState(**state["state"])
         carries = state["carries"]
         self.statistics.load_state_dict(carries)
-        self._needs_reset = bool(carries["needs_reset"])
         self.rollout.episodic = carries["episodic"]
         load_buffer_state(self.buffer, state["buffer"])
         self.env.load_state_dict(state["env"])
-        self._needs_reset = self._needs_reset or not self.env.restores_state
+        self._needs_reset = bool(carries["needs_reset"]) or not self.env.restores_state
         for key in ("recurrent", "windows"):
             if key in state:
                 self.recurrence.load_state_dict(state[key])
@@ -321,10 +343,14 @@ class Algorithm:
     # ------------------------------------------------------------------ introspection
     @property
     def horizons_per_env_reset(self) -> int:
-        """Collects between env resets (``< 0``: reset only at the first collect)."""
-        value = self.hparams.horizons_per_env_reset
-        assert value is not None
-        return value
+        """Collects between env resets (``< 0``: only at the first collect): the configured value,
+        else ``-1`` for an env that reports episode ends (or declares ``max_episode_steps``), else 1."""
+        if self.hparams.horizons_per_env_reset is not None:
+            return self.hparams.horizons_per_env_reset
+        episodic = self.rollout.episodic
+        if episodic is None:
+            episodic = getattr(self.env, "max_episode_steps", None) is not None
+        return -1 if episodic else 1
 
     @property
     def seq_len(self) -> int:
@@ -335,6 +361,11 @@ class Algorithm:
     def update_chunk_samples(self) -> int | None:
         """``update_chunk_size`` resolved for this device (``None``: whole minibatches)."""
         return self.update.chunk_samples
+
+    @property
+    def optimizer_config(self) -> dict[str, Any]:
+        """The optimizer's keyword arguments."""
+        return self.hparams.optimizer_kwargs()
 
     def request_env_reset(self) -> None:
         """Make the next collect reset the env (with that collect's ``env_config``)."""
@@ -348,53 +379,42 @@ class Algorithm:
     def params(self) -> dict[str, Any]:
         """Every hyperparameter and class path, flat, for experiment tracking."""
         hp = self.hparams
-        params: dict[str, Any] = {}
-        for f in dataclasses.fields(hp):
-            if f.name not in ("model", "model_cls", "distribution_cls", "optimizer_cls"):
-                params[f.name] = getattr(hp, f.name)
-        params["env_cls"] = env_label(self.env_cls)
-        params["model_cls"] = qualified_name(self.policy.model)
-        params["distribution_cls"] = qualified_name(self.policy.distribution_cls)
-        params["optimizer_cls"] = qualified_name(self.optimizer)
-        params["optimizer_config"] = self.optimizer_config
-        params["model_config"] = self.policy.model.config if hasattr(self.policy.model, "config") else hp.model_config
-        params["num_parameters"] = sum(p.numel() for p in self.policy.parameters())
-        params["world_size"] = self.ranks.world_size  # num_envs is per process
-        params["versions/rl8lite"] = __version__
-        params["versions/torch"] = torch.__version__
-        params["versions/tensordict"] = tensordict.__version__
-        params["versions/numpy"] = np.__version__
+        params: dict[str, Any] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
+                                  if f.name not in ("model", "model_cls", "distribution_cls", "optimizer_cls")}
+        params.update({
+            "env_cls": env_label(self.env_cls),
+            "model_cls": qualified_name(self.policy.model),
+            "distribution_cls": qualified_name(self.policy.distribution_cls),
+            "optimizer_cls": qualified_name(self.optimizer),
+            "optimizer_config": self.optimizer_config,
+            "model_config": getattr(self.policy.model, "config", hp.model_config),
+            "num_parameters": sum(p.numel() for p in self.policy.parameters()),
+            "world_size": self.ranks.world_size,  # num_envs is per process
+            "versions/rl8lite": version("rl8lite"), "versions/torch": torch.__version__,
+            "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__,
+        })
         return params
 
     def memory_stats(self) -> dict[str, float]:
         """Bytes held by the buffer, model and optimizer, and the device's memory use."""
         stats = device_memory(self.device)
-        stats["memory/buffer_bytes"] = float(tensordict_bytes(self.buffer) + self.recurrence.state_bytes())
+        buffer_bytes = tensor_bytes(self.buffer.values(include_nested=True, leaves_only=True))
+        stats["memory/buffer_bytes"] = float(buffer_bytes + self.recurrence.state_bytes())
         stats["memory/model_bytes"] = float(tensor_bytes(self.policy.parameters()))
         stats["memory/optimizer_bytes"] = float(optimizer_bytes(self.optimizer))
         return stats
 
     def validate(self) -> None:
-        """Check the env and policy against the specs with one collect-sized dry run.
-
-        Resets the env, samples the policy, steps once, and checks every output's
-        keys, shapes, dtypes, bounds and finiteness; raises an error naming the
-        culprit. Leaves the buffer untouched, and the next collect resets the env.
-        """
-        self._needs_reset = True  # set first: the env is reset/stepped below even if a check fails
+        """Check the env and policy against the specs with one dry run (reset, act, step), raising
+        an error naming the culprit. The buffer is untouched; the next collect resets the env."""
+        self._needs_reset = True  # first: the env is reset/stepped below even if a check fails
         dry_run(self.env, self.policy, self.hparams.num_envs, self.recurrence.first_step_inputs)
 
 
 class RecurrentAlgorithm(Algorithm):
     """rl8's name for PPO with a recurrent policy: :class:`Algorithm` with a
     :class:`~rl8lite.algorithms.config.RecurrentAlgorithmConfig` and, by default,
-    :class:`~rl8lite.models.DefaultRecurrentModel`. The same collect and update, with
-    the state carried (see :class:`~rl8lite.algorithms.recurrence.Recurrent`).
-
-    Args:
-        env_cls: The env class.
-        config: A :class:`~rl8lite.algorithms.config.RecurrentAlgorithmConfig` (default one if omitted).
-        **overrides: Any config field.
+    :class:`~rl8lite.models.DefaultRecurrentModel`.
 
     Examples:
         >>> from rl8lite import RecurrentAlgorithm
@@ -406,13 +426,55 @@ class RecurrentAlgorithm(Algorithm):
 
     default_model_cls = DefaultRecurrentModel
 
-    def __init__(
-        self, env_cls: type[Env], /, config: AlgorithmConfig | None = None, **overrides: Any
-    ) -> None:
+    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None, **overrides: Any) -> None:
         config = config or RecurrentAlgorithmConfig()
         if not isinstance(config, RecurrentAlgorithmConfig):
             raise TypeError("RecurrentAlgorithm needs a RecurrentAlgorithmConfig")
-        super().__init__(env_cls, config, **overrides)
+        super().__init__(env, config, **overrides)
         if not self.policy.recurrent:
             raise ConfigError("RecurrentAlgorithm needs a RecurrentModel (model_cls/model)")
 
+
+AlgorithmConfig.algorithm_cls = Algorithm
+RecurrentAlgorithmConfig.algorithm_cls = RecurrentAlgorithm
+
+
+def _config_for_instance(config: AlgorithmConfig, env: Env, overrides: dict[str, Any]) -> AlgorithmConfig:
+    """``config`` with the instance's ``num_envs``, ``horizon`` and ``device``; a value given
+    explicitly (an override, or a config field off its default) that differs is an error."""
+    if getattr(env, "closed", False):
+        raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
+    defaults = type(config)()
+    taken = {"num_envs": env.num_envs, "device": str(env.device)}
+    if env.horizon is not None:
+        taken["horizon"] = env.horizon
+    for name, value in taken.items():
+        given = overrides.get(name, getattr(config, name))
+        explicit = name in overrides or given != getattr(defaults, name)
+        same = str(torch.device(given)) == value if name == "device" and given != "auto" else given == value
+        if explicit and not same:
+            raise ConfigError(f"{name}={given!r} conflicts with the {type(env).__name__} instance's {name}={value!r}:"
+                              f" an env instance brings its own {name}")
+    return config.replace(**taken)
+
+
+def _carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None, buffer: TensorDict,
+               observation_spec: Any) -> Recurrence:
+    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else :class:`Windowed`
+    for a model whose view requirements window observations, else :class:`Feedforward`."""
+    entries = plan_windows(policy.model, observation_spec)
+    if not policy.recurrent:
+        compile_sampling = config.compile and device.type != "cpu"  # compiled sampling is slower on a CPU
+        if entries:
+            return Windowed(policy, buffer, entries, chunk_rows, compile_sampling=compile_sampling)
+        return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
+    name = type(policy.model).__name__
+    if not isinstance(config, RecurrentAlgorithmConfig):
+        raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig (RecurrentAlgorithm),"
+                          " which sets seq_len and seqs_per_state_reset")
+    if entries:
+        windowed = sorted(".".join(("obs", *e.path)) for e in entries)
+        raise ConfigError(f"{name} is a RecurrentModel with view requirements that window {windowed}: a recurrent"
+                          " model sees the past through its state; use shift=0, or a feedforward Model")
+    return Recurrent(policy, num_envs=config.num_envs, horizon=config.horizon, seq_len=config.seq_len,
+                     seqs_per_state_reset=config.seqs_per_state_reset, chunk_rows=chunk_rows, device=device)

@@ -8,6 +8,8 @@ the index convention of every entry).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -71,3 +73,46 @@ def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> Non
             buffer[path] = value.to(buffer.device)
         else:
             buffer[path].copy_(value)
+
+
+def flat_rows(x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
+    """``[N, T + 1, ...]`` as ``[N * (T + 1), ...]`` rows (a view of a contiguous buffer entry)."""
+    rows = x.shape[0] * x.shape[1]
+    return x.reshape(rows) if isinstance(x, TensorDict) else x.reshape(rows, *x.shape[2:])
+
+
+def index_dtype(num_rows: int) -> torch.dtype:
+    """int32 when every row index below ``num_rows`` fits (4 bytes per index, not 8)."""
+    return torch.int32 if num_rows < 2**31 else torch.int64
+
+
+#: Buffer entries every PPO update reads.
+UPDATE_KEYS = (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES, DataKeys.RETURNS, DataKeys.ADVANTAGES)
+
+
+@dataclass
+class UpdateBatch:
+    """One update's samples, gathered a chunk at a time straight from the buffer (no flattened copy).
+
+    Attributes:
+        rows: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
+        units: Per-unit tensors (a sequence's initial state), indexed by unit.
+        unit_rows: Maps ``[B]`` update units (time steps, or sequences of them) to their rows
+            (``[B]``, or ``[B, L]`` for sequences of ``L`` steps).
+        advantage_normalization: ``(mean, std + eps)`` applied to each chunk's advantages, or ``None``.
+    """
+
+    rows: dict[str, Any]
+    units: dict[str, Any]
+    unit_rows: Callable[[torch.Tensor], torch.Tensor]
+    advantage_normalization: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def gather(self, units: torch.Tensor) -> dict[str, Any]:
+        """The samples of update units ``units``, keyed as the buffer."""
+        rows = self.unit_rows(units)
+        chunk = {key: value[rows] for key, value in self.rows.items()}
+        chunk.update({key: value[units] for key, value in self.units.items()})
+        if self.advantage_normalization is not None:
+            mean, scale = self.advantage_normalization
+            chunk[DataKeys.ADVANTAGES] = (chunk[DataKeys.ADVANTAGES] - mean) / scale
+        return chunk

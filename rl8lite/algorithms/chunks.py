@@ -81,8 +81,3 @@ def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None) -> Any:
             output[start : start + size] = p
         del part, parts
     return outputs[0] if single else outputs
-
-
-def index_dtype(num_rows: int) -> torch.dtype:
-    """int32 when every row index below ``num_rows`` fits (4 bytes per index, not 8)."""
-    return torch.int32 if num_rows < 2**31 else torch.int64

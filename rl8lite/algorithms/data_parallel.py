@@ -20,7 +20,7 @@ import torch
 
 from ..runtime.distributed import DistributedError, Ranks
 from ..runtime.imports import qualified_name
-from .advantages import normalization
+from ..nn.ppo import normalization
 
 
 def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
@@ -104,53 +104,45 @@ class GradientAverager:
         return flat[-1]
 
 
-def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
-    """A collect's statistics over every rank from each rank's (see :class:`CollectStatistics`).
+def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and population std of the union of equally sized groups, from each group's mean and
+    std: ``E[x]`` averages, ``std = sqrt(E[x^2] - E[x]^2)`` with ``E[x^2] = mean(std^2 + mean^2)``."""
+    mean = torch.stack(means).mean()
+    second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
+    return mean, (second - mean.square()).clamp(min=0).sqrt()
 
-    Means of equally many samples average, stds pool (``E[x^2] - E[x]^2``), extremes take
-    the extreme, episode counts add and episode means weigh by the episode counts. Episode
-    entries must come as their sums (``episodes/return_sum``, ``episodes/length_sum``).
-    """
-    pooled = dict(values)
-    world = ranks.world_size
+
+def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
+    """A collect's statistics over every rank from each rank's: means of equally many samples
+    average, stds pool, extremes take the extreme, counts add."""
+    pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
-    summands: list[torch.Tensor] = []
-    for prefix in spread:
-        mean, std = values[f"{prefix}/mean"], values[f"{prefix}/std"]
-        summands += [mean, std.square() + mean.square()]
-    episodic = "episodes/count" in values
-    if episodic:
-        summands += [values["episodes/count"], values["episodes/return_sum"], values["episodes/length_sum"]]
-    summed = ranks.sum(summands, device=next(iter(values.values())).device)
+    summands = [x for p in spread for x in (values[f"{p}/mean"], values[f"{p}/std"].square() + values[f"{p}/mean"].square())]
+    counts = [k for k in values if k.endswith("/count")]
+    summed = ranks.sum(summands + [values[k] for k in counts], device=next(iter(values.values())).device)
     for i, prefix in enumerate(spread):
         mean = summed[2 * i] / world
         pooled[f"{prefix}/mean"] = mean
         pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
-    if episodic:
-        count, return_sum, length_sum = summed[-3:]
-        pooled["episodes/count"] = count
-        pooled["episodes/return_sum"] = return_sum
-        pooled["episodes/length_sum"] = length_sum
-    lows = [k for k in values if k.endswith(("/min", "_min"))]
-    highs = [k for k in values if k.endswith(("/max", "_max"))]
+    for i, key in enumerate(counts):
+        pooled[key] = summed[2 * len(spread) + i]
+    lows, highs = [k for k in values if k.endswith("/min")], [k for k in values if k.endswith("/max")]
     extremes = torch.stack([-values[k].double() for k in lows] + [values[k].double() for k in highs])
     ranks.all_reduce_(extremes, "max")
-    for i, key in enumerate(lows):
-        pooled[key] = -extremes[i]
-    for i, key in enumerate(highs):
-        pooled[key] = extremes[len(lows) + i]
+    for i, key in enumerate(lows + highs):
+        pooled[key] = -extremes[i] if i < len(lows) else extremes[i]
     return pooled
 
 
 class WholeBatch:
-    """Statistics of the whole batch: this process's samples on a single process (the
-    exact operations it always used), every rank's when distributed."""
+    """Statistics of the whole batch: this process's samples on a single process (the exact
+    operations it always used), every rank's when distributed."""
 
-    def __init__(self, ranks: Ranks) -> None:
-        self.ranks = ranks
+    def __init__(self, ranks: Ranks | None = None) -> None:
+        self.ranks = ranks or Ranks()
 
     def normalization(self, x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean, std + eps)`` (unbiased std), as :func:`rl8lite.algorithms.advantages.normalization`."""
+        """``(mean, std + eps)`` (unbiased std), as :func:`rl8lite.nn.ppo.normalization`."""
         if not self.ranks.distributed:
             return normalization(x, eps)
         mean, var = pooled_mean_var(x, self.ranks, correction=1)
@@ -168,6 +160,17 @@ class WholeBatch:
     def sums(self, values: list[float]) -> list[float]:
         """``values`` summed over ranks."""
         return values if not self.ranks.distributed else self.ranks.sum(values).tolist()
+
+    def sums_tensor(self, values: torch.Tensor) -> torch.Tensor:
+        """A float64 tensor summed over ranks (in place)."""
+        return self.ranks.all_reduce_(values, "sum")
+
+    def extremes(self, x: torch.Tensor) -> tuple[float, float]:
+        """``(min, max)`` of every rank's ``x`` (an empty ``x`` counts for nothing)."""
+        inf = torch.tensor(float("inf"), dtype=torch.float64, device=x.device)
+        both = torch.stack([-(x.min() if x.numel() else inf), x.max() if x.numel() else -inf]).double()
+        low, high = self.ranks.all_reduce_(both, "max").tolist()
+        return -low, high
 
 
 def require_same_world_size(saved: int, ranks: Ranks, where: str) -> None:

@@ -1,8 +1,9 @@
-"""The rollout: ``horizon`` policy samples and env steps, written into the shared buffer.
+"""The rollout: ``horizon`` policy samples and env steps written into the shared buffer, and
+the checks of what the env returns, with errors that name the culprit.
 
-Each time step writes plain tensors into slices of the preallocated buffer; no
-TensorDict is built and nothing is read back to the host inside the time loop.
-Structure is checked on the first step, finiteness once per collect.
+Each time step writes plain tensors into slices of the preallocated buffer; nothing is read
+back to the host inside the time loop. Structure (keys, shapes, dtypes) is checked on the
+first step of a collect without reading data; finiteness reads data once per collect.
 """
 
 from __future__ import annotations
@@ -10,15 +11,189 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 from ..data import DataKeys
 from ..env import Env
+from ..specs import Categorical, Composite, Spec, SpecError
 from .buffer import final_obs_entry
-from .checks import assert_finite, check_actions, check_batch, check_step_output
-from .recurrence import Recurrence
+from .carries import Recurrence
+from .statistics import extrema
 
 Observation = torch.Tensor | TensorDict
+
+
+class EnvOutputError(ValueError):
+    """An env returned data of the wrong structure (missing key, shape, dtype)."""
+
+
+class NonFiniteError(ValueError):
+    """NaN or Inf in env outputs, the loss or the gradients; the message says where."""
+
+
+def check_env(env: Any) -> None:
+    """``env`` must be an :class:`rl8lite.Env` subclass or instance.
+
+    Raises:
+        TypeError: Anything else, named.
+    """
+    if isinstance(env, Env) or (isinstance(env, type) and issubclass(env, Env)):
+        return
+    received = (f"the class {env.__module__}.{env.__qualname__}, which is not an Env subclass"
+                if isinstance(env, type) else f"{env!r} ({type(env).__name__})")
+    raise TypeError(f"env must be an rl8lite.Env subclass or instance (e.g. rl8lite.examples.CartPole);"
+                    f" received {received}")
+
+
+def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
+    """``value`` must be ``[num_envs, *spec.shape]`` with the spec's dtype (no data read)."""
+    if isinstance(spec, Composite) and not isinstance(value, TensorDictBase):
+        # A spec accepts a plain dict, but the buffer stores (and slices) a TensorDict.
+        raise EnvOutputError(
+            f"{where!r}: expected a TensorDict with batch_size=[{num_envs}] and keys"
+            f" {sorted(spec)}, received {type(value).__name__}"
+        )
+    try:
+        spec.assert_is_in(value, key=where, check_values=False)
+    except SpecError as e:
+        raise EnvOutputError(str(e)) from None
+    shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
+    leading = shape[:1] if isinstance(spec, Composite) else shape[: len(shape) - len(spec.shape)]
+    if tuple(leading) != (num_envs,):
+        raise EnvOutputError(
+            f"{where!r}: expected a batch dimension of [{num_envs}] (num_envs) before the"
+            f" spec's shape, received shape {list(shape)}"
+        )
+
+
+def _check_column(out: Any, key: str, num_envs: int, dtype_ok: Any, kind: str, env_name: str) -> None:
+    value = out[key]
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_envs, 1):
+        shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise EnvOutputError(
+            f"{env_name}.step output {key!r}: expected shape [{num_envs}, 1], received {shape}"
+        )
+    if not dtype_ok(value.dtype):
+        raise EnvOutputError(
+            f"{env_name}.step output {key!r}: expected {kind} dtype, received {value.dtype}"
+        )
+
+
+def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name: str) -> None:
+    """Keys, shapes and dtypes of one ``env.step`` output."""
+    if not hasattr(out, "keys"):
+        raise EnvOutputError(
+            f"{env_name}.step must return a TensorDict with 'obs' and 'rewards', received"
+            f" {type(out).__name__}"
+        )
+    keys = set(out.keys())
+    for key in (DataKeys.OBS, DataKeys.REWARDS):
+        if key not in keys:
+            raise EnvOutputError(
+                f"{env_name}.step output is missing {key!r}; received keys {sorted(map(str, keys))}"
+            )
+    check_batch(out[DataKeys.OBS], observation_spec, num_envs, f"{env_name}.step output 'obs'")
+    if DataKeys.FINAL_OBS in keys:
+        check_batch(
+            out[DataKeys.FINAL_OBS], observation_spec, num_envs, f"{env_name}.step output 'final_obs'"
+        )
+    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point, "floating-point", env_name)
+    for key in (DataKeys.TERMINATED, DataKeys.TRUNCATED):
+        if key in keys:
+            _check_column(out, key, num_envs, lambda d: d == torch.bool, "bool", env_name)
+    if (DataKeys.TERMINATED in keys) != (DataKeys.TRUNCATED in keys):
+        raise EnvOutputError(
+            f"{env_name}.step returns only one of 'terminated'/'truncated'; return both"
+            " (all False where it never happens)"
+        )
+
+
+def check_actions(actions: Any, action_spec: Spec, num_envs: int) -> None:
+    """Sampled actions must fit the action spec (data read once, at the first step).
+
+    Values are checked for discrete specs only: an unsquashed Gaussian over a
+    Bounded spec legitimately samples outside the bounds, and the env clips
+    (as in rl8 and Gymnasium).
+    """
+    try:
+        action_spec.assert_is_in(
+            actions, key="policy actions", check_values=isinstance(action_spec, Categorical)
+        )
+    except SpecError as e:
+        raise EnvOutputError(f"{e} (check the model's output size and distribution_cls)") from None
+    if actions.shape[0] != num_envs:
+        raise EnvOutputError(f"policy actions: expected batch {num_envs}, received {list(actions.shape)}")
+
+
+def _leaves(name: str, value: torch.Tensor | TensorDict) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(value, TensorDict):
+        return [
+            (f"{name}.{'.'.join(k) if isinstance(k, tuple) else k}", v)
+            for k, v in value.items(include_nested=True, leaves_only=True)
+        ]
+    return [(name, value)]
+
+
+def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str) -> None:
+    """Raise :class:`NonFiniteError` if any ``[N, T, ...]`` entry holds NaN or Inf.
+
+    One host sync when everything is finite; the message names the entry, the
+    env copies and the time steps affected otherwise.
+    """
+    leaves = [leaf for name, value in named.items() for leaf in _leaves(name, value)]
+    leaves = [(n, v) for n, v in leaves if v.is_floating_point() and v.numel()]
+    if not leaves:
+        return
+    # min and max propagate NaN and show +-Inf: no [N, T, ...] temporaries
+    # (isfinite would build float and bool copies of the whole buffer).
+    flags = torch.stack([torch.isfinite(torch.stack(extrema(v))).all() for _, v in leaves])
+    if bool(flags.all()):
+        return
+    for (name, value), ok in zip(leaves, flags.tolist()):
+        if ok:
+            continue
+        bad = ~torch.isfinite(value)
+        while bad.ndim > 2:
+            bad = bad.any(-1)
+        copies = bad.any(1).nonzero().flatten().tolist()
+        steps = bad.any(0).nonzero().flatten().tolist()
+        raise NonFiniteError(
+            f"{env_name} produced non-finite {name!r} (NaN or Inf) in env copies"
+            f" {copies[:10]}{'...' if len(copies) > 10 else ''} at time steps"
+            f" {steps[:10]}{'...' if len(steps) > 10 else ''}; training stopped before"
+            " updating the policy"
+        )
+
+
+def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
+    """Reset ``env``, act once with ``policy`` and step once, checking every output's keys,
+    shapes, dtypes, bounds and finiteness; raise an error naming the culprit.
+
+    ``inputs`` maps the reset's observations to the model's input (e.g. windows of past
+    observations, all padding but the current one); default: the observations."""
+    name = type(env).__name__
+    with torch.inference_mode():
+        obs = env.reset()
+        check_batch(obs, env.observation_spec, num_envs, f"{name}.reset output")
+        env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
+        model_input = obs if inputs is None else inputs(obs)
+        if policy.recurrent:
+            actions, logp, values, _ = policy.act_recurrent(model_input, policy.init_states(num_envs))
+        else:
+            actions, logp, values = policy.act(model_input)
+        check_actions(actions, env.action_spec, num_envs)
+        for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
+            if tuple(value.shape) != (num_envs, 1):
+                raise ValueError(
+                    f"policy {key!r}: expected shape [{num_envs}, 1], received {list(value.shape)}"
+                )
+        out = env.step(actions)
+        check_step_output(out, env.observation_spec, num_envs, name)
+        env.observation_spec.assert_is_in(out[DataKeys.OBS], key=f"{name}.step output 'obs'")
+        assert_finite(
+            {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
+            env_name=name,
+        )
 
 
 class Rollout:
@@ -27,7 +202,7 @@ class Rollout:
     Args:
         env: The batched env.
         buffer: The shared ``[num_envs, horizon + 1]`` buffer.
-        recurrence: What the policy carries between steps (:mod:`~rl8lite.algorithms.recurrence`).
+        recurrence: What the policy carries between steps (:mod:`~rl8lite.algorithms.carries`).
     """
 
     def __init__(self, env: Env, buffer: TensorDict, recurrence: Recurrence) -> None:
@@ -41,6 +216,10 @@ class Rollout:
         self._final_obs: Observation | None = None
         self._values_after = False
         self._checked_actions = False
+        #: The time loop as a CUDA graph (:class:`~rl8lite.algorithms.graphs.GraphedRollout`), if any.
+        self.graphed: Any = None
+        #: Called with every env step's output while set (rollout videos); the loop then runs eagerly.
+        self.observer: Any = None
 
     def first_observation(self, *, reset: bool, env_config: dict[str, Any] | None) -> Observation:
         """A reset's observations (restarting the recurrence), or where the last collect ended."""
@@ -57,55 +236,66 @@ class Rollout:
 
     def run(self, obs: Observation, *, deterministic: bool) -> Observation:
         """Step ``horizon`` times from ``obs``; return the observation after the last step."""
-        n, horizon, env, recurrence = self.num_envs, self.horizon, self.env, self.recurrence
-        buf = self.buffer
+        if self.graphed is not None and self.episodic is not None and self.observer is None:
+            self.graphed(deterministic)
+            return self.buffer[DataKeys.OBS][:, self.horizon]
+        t = [0]
+        try:
+            return self._steps(obs, deterministic, t)
+        except Exception:
+            # A NaN/Inf from the env often breaks the policy one step later (e.g. sampling):
+            # name the env output, not the symptom.
+            buf = self.buffer
+            assert_finite({DataKeys.OBS: buf[DataKeys.OBS][:, : t[0] + 1], DataKeys.REWARDS: buf[DataKeys.REWARDS][:, : t[0], 0]},
+                          env_name=self.env_name)
+            raise
+
+    def captured_steps(self, deterministic: bool) -> None:
+        """The time loop as :class:`~rl8lite.algorithms.graphs.GraphedRollout` captures it: from the
+        buffer's first column, with the structure the last eager collect found."""
+        self._steps(self.buffer[DataKeys.OBS][:, 0], deterministic, [0], checked=True)
+
+    def _steps(self, obs: Observation, deterministic: bool, t_now: list[int], checked: bool = False) -> Observation:
+        n, env, recurrence, buf = self.num_envs, self.env, self.recurrence, self.buffer
         obs_buf, actions_buf = buf[DataKeys.OBS], buf[DataKeys.ACTIONS]
-        logp_buf, values_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES]
-        rewards_buf = buf[DataKeys.REWARDS]
+        logp_buf, values_buf, rewards_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES], buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
         # A separable model's values come from one batched pass after the rollout.
         values_after = self._values_after = recurrence.values_after_rollout
-        final_obs_buf: Observation | None = None
-        t = 0
-        try:
-            for t in range(horizon):
-                if values_after:
-                    actions, logp = recurrence.sample(obs, t, deterministic)
-                else:
-                    actions, logp, values = recurrence.act(obs, t, deterministic)
-                if not self._checked_actions:
-                    check_actions(actions, env.action_spec, n)
-                    self._checked_actions = True
-                out = env.step(actions)
-                if t == 0:
-                    check_step_output(out, env.observation_spec, n, self.env_name)
-                    episodic = DataKeys.TERMINATED in out.keys()
-                    if episodic and DataKeys.FINAL_OBS in out.keys():
-                        final_obs_buf = final_obs_entry(buf, env.observation_spec)
-                obs = out[DataKeys.OBS]
-                actions_buf[:, t] = actions
-                logp_buf[:, t] = logp
-                if not values_after:
-                    values_buf[:, t] = values
-                rewards_buf[:, t] = out[DataKeys.REWARDS]
-                obs_buf[:, t + 1] = obs
-                if episodic:
-                    terminated, truncated = out[DataKeys.TERMINATED], out[DataKeys.TRUNCATED]
-                    terminated_buf[:, t] = terminated
-                    truncated_buf[:, t] = truncated
-                    final_obs = None
-                    if final_obs_buf is not None:
-                        final_obs = out[DataKeys.FINAL_OBS]
-                        final_obs_buf[:, t] = final_obs
-                    recurrence.end_step(t, terminated, truncated, final_obs)
-        except Exception:
-            # A NaN/Inf from the env often breaks the policy one step later
-            # (e.g. sampling): name the env output, not the symptom.
-            assert_finite(
-                {DataKeys.OBS: obs_buf[:, : t + 1], DataKeys.REWARDS: rewards_buf[:, :t, 0]},
-                env_name=self.env_name,
-            )
-            raise
+        episodic, final_obs_buf = (bool(self.episodic), self._final_obs) if checked else (False, None)
+        for t in range(self.horizon):
+            t_now[0] = t
+            if values_after:
+                actions, logp = recurrence.sample(obs, t, deterministic)
+            else:
+                actions, logp, values = recurrence.act(obs, t, deterministic)
+            if not self._checked_actions:
+                check_actions(actions, env.action_spec, n)
+                self._checked_actions = True
+            out = env.step(actions)
+            if self.observer is not None:
+                self.observer(out)
+            if t == 0 and not checked:
+                check_step_output(out, env.observation_spec, n, self.env_name)
+                episodic = DataKeys.TERMINATED in out.keys()
+                if episodic and DataKeys.FINAL_OBS in out.keys():
+                    final_obs_buf = final_obs_entry(buf, env.observation_spec)
+            obs = out[DataKeys.OBS]
+            actions_buf[:, t] = actions
+            logp_buf[:, t] = logp
+            if not values_after:
+                values_buf[:, t] = values
+            rewards_buf[:, t] = out[DataKeys.REWARDS]
+            obs_buf[:, t + 1] = obs
+            if episodic:
+                terminated, truncated = out[DataKeys.TERMINATED], out[DataKeys.TRUNCATED]
+                terminated_buf[:, t] = terminated
+                truncated_buf[:, t] = truncated
+                final_obs = None
+                if final_obs_buf is not None:
+                    final_obs = out[DataKeys.FINAL_OBS]
+                    final_obs_buf[:, t] = final_obs
+                recurrence.end_step(t, terminated, truncated, final_obs)
         if not episodic:
             terminated_buf.zero_()
             truncated_buf.zero_()

@@ -1,4 +1,5 @@
-"""A collect's statistics, and the per-copy sums they carry from one collect to the next."""
+"""A collect's statistics: horizon returns, rewards, the reward scale, and the episodes that
+ended, with what they carry from one collect to the next (pure functions for the math)."""
 
 from __future__ import annotations
 
@@ -8,113 +9,206 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys
-from ..runtime.distributed import Ranks
-from .advantages import discounted_return_trace, episode_statistics
-from .data_parallel import WholeBatch, pool_collect_stats
-from .reductions import extrema
+from ..nn.ppo import copy_slices
+from .data_parallel import WholeBatch, pool_collect_stats, pooled_moments
+
+_WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max", "episodes/length_mean")
+#: Completed episodes whose mean is ``episodes/return_mean`` (SB3's and rsl_rl's window).
+EPISODE_WINDOW = 100
+
+
+def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(min, max)`` of every element as 0-d tensors (NaN propagates), without copying a
+    strided view into a contiguous temporary: every dim but the first is reduced first."""
+    if x.ndim < 2 or x.is_contiguous():
+        return torch.aminmax(x)
+    inner = tuple(range(1, x.ndim))
+    return x.amin(inner).min(), x.amax(inner).max()
+
+
+def discounted_return_trace(rewards: torch.Tensor, initial: torch.Tensor, *, gamma: float,
+                            episode_ends: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` per copy ``[N, T]``
+    from ``initial`` ``[N]``, restarting after an episode end: the "reversed discounted returns"
+    whose std scales rewards (Engstrom et al. 2020, arXiv:2005.12729, as in rl8). The last column
+    is the next collect's ``initial``."""
+    num_envs, num_steps = rewards.shape
+    if num_envs * num_steps * num_steps <= 2**16:  # one batched product beats a T-step loop here
+        trace = _trace_by_matrix(rewards, initial, gamma, episode_ends)
+        return trace if out is None else out.copy_(trace)
+    out = torch.empty_like(rewards) if out is None else out
+    running = initial.to(rewards.dtype, copy=True)
+    for t in range(num_steps):
+        running.mul_(gamma).add_(rewards[:, t])
+        out[:, t] = running
+        if episode_ends is not None:
+            running.masked_fill_(episode_ends[:, t], 0.0)
+    return out
+
+
+def _trace_by_matrix(rewards: torch.Tensor, initial: torch.Tensor, gamma: float,
+                     episode_ends: torch.Tensor | None) -> torch.Tensor:
+    """With ``s_t`` the number of episode ends strictly before ``t``:
+    ``G_t = sum_{k <= t, s_k = s_t} gamma^(t - k) r_k + [s_t = 0] gamma^(t + 1) G_init``."""
+    num_steps = rewards.shape[1]
+    steps = torch.arange(num_steps, device=rewards.device)
+    lag = steps[:, None] - steps[None, :]
+    zero = torch.zeros((), dtype=rewards.dtype, device=rewards.device)
+    decay = torch.where(lag >= 0, gamma ** lag.clamp(min=0).to(rewards.dtype), zero)
+    if episode_ends is None:
+        weights = decay.expand(rewards.shape[0], num_steps, num_steps)
+        first_segment = torch.ones_like(rewards, dtype=torch.bool)
+    else:
+        ends = episode_ends.to(torch.int64)
+        segment = ends.cumsum(1) - ends
+        weights = decay * (segment[:, :, None] == segment[:, None, :])
+        first_segment = segment == 0
+    carried = initial[:, None] * gamma ** (steps + 1).to(rewards.dtype) * first_segment
+    return torch.einsum("ntk,nk->nt", weights, rewards) + carried
+
+
+def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_return: torch.Tensor,
+                    carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(return, length)`` ``[N, T]`` float64 of the episode each step belongs to, as of that
+    step (the episode's totals where it ends), from ``[N, T]`` rewards and ``terminated |
+    truncated``, and what each copy's ongoing episode had before the collect (``[N]``)."""
+    parts = [_episode_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
+             for rows in copy_slices(*rewards.shape)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def _episode_rows(rewards: torch.Tensor, ends: torch.Tensor, carry_return: torch.Tensor,
+                  carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    num_envs, num_steps = rewards.shape
+    cumulative = rewards.to(torch.float64).cumsum(1)
+    steps = torch.arange(num_steps, device=rewards.device).expand(num_envs, num_steps)
+    last_end = torch.where(ends, steps, torch.full_like(steps, -1)).cummax(dim=1).values
+    # the last episode end strictly before t (-1: the episode carried into the collect)
+    previous = torch.cat([torch.full_like(last_end[:, :1], -1), last_end[:, :-1]], dim=1)
+    started_here = previous >= 0
+    returns = torch.where(started_here, cumulative - cumulative.gather(1, previous.clamp(min=0)),
+                          cumulative + carry_return.to(torch.float64)[:, None])
+    lengths = torch.where(started_here, steps - previous, steps + 1 + carry_length[:, None])
+    return returns, lengths.to(torch.float64)
 
 
 class CollectStatistics:
     """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect.
 
-    Carries, per copy, the running discounted return (reward normalisation) and the
-    return and length of the ongoing episode, so that statistics of episodes that
-    span several collects are exact. :meth:`restart` zeroes them at env resets. With
-    several ranks the statistics are those of every rank's copies.
+    ``episodes/return_mean``, ``_min``, ``_max`` and ``episodes/length_mean`` are over the
+    last ``window`` completed episodes (all of them for ``None``), NaN until the first one ends
+    and never after; ``episodes/count`` counts the episodes that ended in the collect. Carried
+    per copy from one collect to the next: the running discounted return (reward
+    normalisation) and the return and length of the ongoing episode. :meth:`restart` zeroes
+    them at env resets (the window stays). With several ranks, statistics cover every rank.
 
     Args:
         num_envs: Env copies (of this rank).
         gamma: Discount of the running returns whose std scales rewards.
         normalize_rewards: Whether to compute the reward scale.
         device: Device of the carries.
-        ranks: The training processes (default: this one alone).
+        whole: Statistics over every rank (default: this process alone).
+        window: Completed episodes the episode means cover.
     """
 
-    def __init__(
-        self, num_envs: int, *, gamma: float, normalize_rewards: bool, device: torch.device, ranks: Ranks | None = None
-    ) -> None:
-        self.gamma = gamma
-        self.normalize_rewards = normalize_rewards
-        self.ranks = ranks or Ranks()
-        self.whole_batch = WholeBatch(self.ranks)
+    def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool, device: torch.device,
+                 whole: WholeBatch | None = None, window: int | None = EPISODE_WINDOW) -> None:
+        self.gamma, self.normalize_rewards, self.window = gamma, normalize_rewards, window
+        self.whole = whole or WholeBatch()
         self.discounted_return = torch.zeros(num_envs, device=device)
         self.episode_return = torch.zeros(num_envs, device=device)
         self.episode_length = torch.zeros(num_envs, dtype=torch.long, device=device)
+        #: The returns and lengths of the last ``window`` completed episodes, oldest first.
+        self.recent = torch.zeros(0, 2, dtype=torch.float64, device=device)
 
     def restart(self) -> None:
+        """An env reset: every copy starts a new episode."""
         self.discounted_return.zero_()
         self.episode_return.zero_()
         self.episode_length.zero_()
 
     def of_collect(self, buffer: TensorDict, *, episodic: bool) -> dict[str, float]:
-        """Statistics of the collect in ``buffer`` (one host read); updates the carries.
-
-        With reward normalisation, ``coefficients/reward_scale`` is the std of the running
-        discounted returns, whose trace is written into the buffer's
-        ``reversed_discounted_returns`` entry.
-        """
+        """Statistics of the collect in ``buffer``; updates the carries. With reward
+        normalisation, ``coefficients/reward_scale`` is the std of the running discounted
+        returns, whose trace goes into the buffer's ``reversed_discounted_returns``."""
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
-        ends = (
-            buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
-            if episodic else None
-        )
+        ends = (buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+                if episodic else None)
         returns = rewards.sum(1)
         returns_std, returns_mean = torch.std_mean(returns, correction=0)
         rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
         rewards_min, rewards_max = extrema(rewards)
-        values: dict[str, torch.Tensor] = {
-            "returns/min": returns.min(),
-            "returns/max": returns.max(),
-            "returns/mean": returns_mean,
-            "returns/std": returns_std,
-            "rewards/min": rewards_min,
-            "rewards/max": rewards_max,
-            "rewards/mean": rewards_mean,
-            "rewards/std": rewards_std,
-        }
+        values = {"returns/min": returns.min(), "returns/max": returns.max(), "returns/mean": returns_mean,
+                  "returns/std": returns_std, "rewards/min": rewards_min, "rewards/max": rewards_max,
+                  "rewards/mean": rewards_mean, "rewards/std": rewards_std}
         if self.normalize_rewards:
-            trace = discounted_return_trace(
-                rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
-                out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0],
-            )
+            trace = discounted_return_trace(rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
+                                            out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0])
             self.discounted_return = trace[:, -1] * (1.0 if ends is None else (~ends[:, -1]).float())
-            values["coefficients/reward_scale"] = self.whole_batch.population_std(trace)
+            values["coefficients/reward_scale"] = self.whole.population_std(trace)
+        ended = None
         if ends is not None:
-            episodes = episode_statistics(rewards, ends, self.episode_return, self.episode_length)
-            self.episode_return = episodes["carry_return"]
-            self.episode_length = episodes["carry_length"]
-            count = episodes["count"].double()
-            values["episodes/count"] = count
-            values["episodes/return_mean"] = episodes["return_sum"] / count
-            values["episodes/return_min"] = episodes["return_min"]
-            values["episodes/return_max"] = episodes["return_max"]
-            values["episodes/length_mean"] = episodes["length_sum"].double() / count
-            if self.ranks.distributed:
-                values["episodes/return_sum"] = episodes["return_sum"]
-                values["episodes/length_sum"] = episodes["length_sum"].double()
-        if self.ranks.distributed:
-            values = pool_collect_stats(values, self.ranks)
-            if ends is not None:
-                count = values["episodes/count"]
-                values["episodes/return_mean"] = values.pop("episodes/return_sum") / count
-                values["episodes/length_mean"] = values.pop("episodes/length_sum") / count
-        numbers = torch.stack([v.double() for v in values.values()]).tolist()
-        stats = dict(zip(values, numbers))
-        if ends is not None and stats["episodes/count"] == 0:
-            for key in ("return_mean", "return_min", "return_max", "length_mean"):
-                stats[f"episodes/{key}"] = float("nan")
+            episode_return, episode_length = episode_returns(rewards, ends, self.episode_return, self.episode_length)
+            running = ~ends[:, -1]
+            self.episode_return = (episode_return[:, -1] * running).to(rewards.dtype)
+            self.episode_length = episode_length[:, -1].long() * running
+            values["episodes/count"] = ends.sum().double()
+            ended = (ends, episode_return, episode_length)
+        if self.whole.ranks.distributed:
+            values = pool_collect_stats(values, self.whole.ranks)
+        stats = dict(zip(values, torch.stack([v.double() for v in values.values()]).tolist()))
+        if ended is not None:
+            stats.update(self._episode_window(*ended))
         return stats
 
+    def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor, lengths: torch.Tensor) -> dict[str, float]:
+        # Episodes in the order they ended (time, then copy), appended to the window.
+        order = ends.t()
+        new = torch.stack([returns.t()[order], lengths.t()[order]], dim=-1)
+        recent = torch.cat([self.recent, new])
+        self.recent = recent if self.window is None else recent[-self.window:]
+        sums = self.whole.sums_tensor(torch.stack([
+            torch.tensor(float(len(self.recent)), dtype=torch.float64, device=recent.device),
+            self.recent[:, 0].sum(), self.recent[:, 1].sum(),
+        ]))
+        low, high = self.whole.extremes(self.recent[:, 0])
+        count, return_sum, length_sum = sums.tolist()
+        if not count:
+            return dict.fromkeys(_WINDOW_STATS, float("nan"))
+        return dict(zip(_WINDOW_STATS, (return_sum / count, low, high, length_sum / count)))
+
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "discounted_return": self.discounted_return.cpu().clone(),
-            "episode_return": self.episode_return.cpu().clone(),
-            "episode_length": self.episode_length.cpu().clone(),
-        }
+        return {"discounted_return": self.discounted_return.cpu().clone(),
+                "episode_return": self.episode_return.cpu().clone(),
+                "episode_length": self.episode_length.cpu().clone(), "recent_episodes": self.recent.cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         device = self.discounted_return.device
         self.discounted_return = state["discounted_return"].to(device)
         self.episode_return = state["episode_return"].to(device)
         self.episode_length = state["episode_length"].to(device)
+        self.recent = state.get("recent_episodes", torch.zeros(0, 2, dtype=torch.float64)).to(device)
+
+
+def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
+    """The stats of several collects of equally many steps as one: counts and times add,
+    extremes take the extreme, means average and stds pool; the episode means are the last
+    collect's (its statistics cover every episode so far)."""
+    merged = dict(collects[-1])
+    for key in collects[0]:
+        values = [c[key] for c in collects]
+        if key.startswith("episodes/") and key != "episodes/count":
+            continue
+        if key.endswith(("/count", "/steps", "/resets", "_ms")):
+            merged[key] = float(sum(values))
+        elif key.endswith("/min"):
+            merged[key] = min(values)
+        elif key.endswith("/max"):
+            merged[key] = max(values)
+        elif key.endswith("/std") and key.replace("/std", "/mean") in collects[0]:
+            means = [torch.tensor(c[key.replace("/std", "/mean")], dtype=torch.float64) for c in collects]
+            merged[key] = float(pooled_moments(means, [torch.tensor(v, dtype=torch.float64) for v in values])[1])
+        else:
+            merged[key] = sum(values) / len(values)
+    return merged

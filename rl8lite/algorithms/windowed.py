@@ -33,11 +33,10 @@ from ..data import DataKeys
 from ..specs import Composite, Spec
 from ..views import PaddedRollingWindow
 from ..windows import episode_steps, window_at_last_step
-from .chunks import index_dtype
+from ..policies import Policy
+from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows, index_dtype
+from .carries import Feedforward
 from .config import ConfigError
-from .policy import Policy
-from .recurrence import Feedforward
-from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
 Observation = torch.Tensor | TensorDict
 Path = tuple[str, ...]

@@ -1,7 +1,8 @@
 """Policy models: a model maps observations to distribution features and values."""
 
-from ._base import Model, ModelFactory
-from .lstm import DefaultRecurrentModel, RecurrentModel
-from .mlp import DefaultModel, flat_obs_size, flatten_obs
+from .base import Model, ModelFactory
+from .default import DefaultModel, flat_obs_size, flatten_obs
+from .recurrent import DefaultRecurrentModel, RecurrentModel
 
-__all__ = ["DefaultModel", "DefaultRecurrentModel", "Model", "RecurrentModel", "ModelFactory", "flat_obs_size", "flatten_obs"]
+__all__ = ["DefaultModel", "DefaultRecurrentModel", "Model", "ModelFactory", "RecurrentModel", "flat_obs_size",
+           "flatten_obs"]

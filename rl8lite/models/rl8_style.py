@@ -25,7 +25,7 @@ from torch import nn
 
 from ..data import DataKeys
 from ..specs import Composite
-from .lstm import RecurrentModel
+from .recurrent import RecurrentModel
 
 __all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "is_rl8_style", "stateless"]
 

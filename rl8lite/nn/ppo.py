@@ -1,24 +1,216 @@
-"""rl8's GAE and PPO loss over TensorDicts, as thin adapters over rl8lite's pure functions.
+"""PPO's math as pure functions of tensors, and rl8's TensorDict forms of it.
 
-rl8 code calls ``rl8.nn.functional.generalized_advantage_estimate(batch, ...)`` and
-``ppo_losses(buffer_batch, sample_batch, distribution, ...)``; here they unpack the
-TensorDicts and call :func:`rl8lite.algorithms.advantages.generalized_advantage_estimate`
-and :func:`rl8lite.algorithms.losses.ppo_losses` (with rl8's smooth-L1 value loss), the
-math rl8lite trains with. Those modules are imported when the functions are called, so
-that importing :mod:`rl8lite.nn` (as models do) never imports the algorithm package.
+Index convention (every function here, and :attr:`rl8lite.Algorithm.buffer`): for a copy
+and time ``t`` in ``0..T-1``, ``obs[t]`` is the observation the policy acted on,
+``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` come from the step that followed,
+and ``values[t] = V(obs[t])``; ``values[T]`` is the value of the observation after the
+last step (the bootstrap). ``final_values[t]`` is the value of the true last observation
+of an episode truncated at ``t`` (or its stand-in when the env gave none).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from tensordict import TensorDict
 
 from ..data import DataKeys
 
 if TYPE_CHECKING:
     from ..distributions import Distribution
+
+#: Elements of ``[copies, T]`` per slice of copies: temporaries stay small whatever ``N``.
+SLICE_ELEMENTS = 2**16
+
+
+def copy_slices(num_copies: int, num_steps: int, elements: int = SLICE_ELEMENTS) -> list[slice]:
+    """Slices of copies with at most ``elements`` ``[copies, T]`` elements each (at least one copy)."""
+    per_slice = max(1, elements // max(1, num_steps))
+    return [slice(start, min(start + per_slice, num_copies)) for start in range(0, num_copies, per_slice)]
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    terminated: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    final_values: torch.Tensor | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438).
+
+    Args:
+        rewards: ``[N, T]`` rewards (already scaled if rewards are normalised).
+        values: ``[N, T + 1]`` value estimates, the last column bootstrapping.
+        gamma: Discount factor in ``(0, 1]``.
+        gae_lambda: Bias/variance trade-off in ``[0, 1]``.
+        terminated: ``[N, T]`` bool; the episode ended in a terminal state.
+        truncated: ``[N, T]`` bool; the episode was cut short (bootstrapped).
+        final_values: ``[N, T]``, required with ``truncated``.
+        out: ``[N, T]`` tensors (views allowed) to write ``(advantages, returns)`` into.
+
+    Returns:
+        ``(advantages, returns)``, each ``[N, T]``, ``returns = advantages + values[:, :T]``,
+        in the promoted floating dtype of ``rewards`` and ``values``.
+
+    With ``d_t = terminated_t or truncated_t`` and the next state's value
+    ``v'_t = 0 if terminated_t, final_values_t if truncated_t, values_{t+1} otherwise``:
+
+        delta_t = r_t + gamma * v'_t - V_t
+        A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1},   A_T = 0
+
+    Examples:
+        >>> adv, ret = gae(torch.ones(1, 2), torch.zeros(1, 3), gamma=0.5, gae_lambda=1.0)
+        >>> adv.tolist()
+        [[1.5, 1.0]]
+    """
+    if truncated is not None and final_values is None:
+        raise ValueError("final_values is required when truncated is given")
+    num_envs, num_steps = rewards.shape
+    dtype = torch.result_type(rewards, values)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
+    differentiable = any(x is not None and x.requires_grad for x in (rewards, values, final_values))
+    if out is None and not differentiable:
+        out = (rewards.new_empty(num_envs, num_steps, dtype=dtype), rewards.new_empty(num_envs, num_steps, dtype=dtype))
+    parts = []
+    for rows in copy_slices(num_envs, num_steps):
+        deltas, continues = _deltas_and_continues(
+            rewards[rows].to(dtype), values[rows].to(dtype), gamma,
+            None if terminated is None else terminated[rows],
+            None if truncated is None else truncated[rows],
+            None if final_values is None else final_values[rows].to(dtype),
+        )
+        # Time-major [T, n]: the backward recursion then reads rows, not strides.
+        advantages = _recursion(deltas.t().contiguous(), (gamma * gae_lambda * continues).t()).t()
+        if out is None:
+            parts.append(advantages)
+        else:
+            out[0][rows] = advantages
+            out[1][rows] = advantages + values[rows, :-1]
+    if out is None:
+        advantages = torch.cat(parts)
+        return advantages, advantages + values[:, :-1]
+    return out
+
+
+def _recursion(deltas: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
+    """``A_t = delta_t + decay_t * A_{t+1}`` over time-major ``[T, n]`` (in place unless autograd)."""
+    if deltas.requires_grad:
+        running, steps = torch.zeros_like(deltas[0]), []
+        for t in range(deltas.shape[0] - 1, -1, -1):
+            running = deltas[t] + decay[t] * running
+            steps.append(running)
+        return torch.stack(steps[::-1]) if steps else deltas
+    rows, decay_rows = deltas.unbind(0), decay.unbind(0)
+    for t in range(deltas.shape[0] - 2, -1, -1):
+        rows[t].addcmul_(decay_rows[t], rows[t + 1])
+    return deltas
+
+
+def _deltas_and_continues(
+    rewards: torch.Tensor, values: torch.Tensor, gamma: float, terminated: torch.Tensor | None,
+    truncated: torch.Tensor | None, final_values: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    next_values, continues = values[:, 1:], torch.ones_like(rewards)
+    if truncated is not None:
+        next_values = torch.where(truncated, final_values, next_values)
+        continues = continues * (~truncated).to(rewards.dtype)
+    if terminated is not None:
+        next_values = torch.where(terminated, torch.zeros_like(next_values), next_values)
+        continues = continues * (~terminated).to(rewards.dtype)
+    return rewards + gamma * next_values - values[:, :-1], continues
+
+
+def normalization(x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std + eps)`` over every element (unbiased std): :func:`normalize`'s shift and scale."""
+    std, mean = torch.std_mean(x)
+    return mean, std + eps
+
+
+def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(x - mean) / (std + eps)`` over every element."""
+    mean, scale = normalization(x, eps)
+    return (x - mean) / scale
+
+
+class PPOLosses(NamedTuple):
+    """Loss components (0-d tensors, means over the batch) and monitors."""
+
+    total: torch.Tensor
+    policy: torch.Tensor
+    vf: torch.Tensor
+    entropy: torch.Tensor
+    kl_div: torch.Tensor
+    clip_fraction: torch.Tensor
+
+
+def ppo_loss(
+    *,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    entropy: torch.Tensor,
+    clip_param: float,
+    dual_clip_param: float | None = None,
+    vf_clip_param: float | None = None,
+    vf_coeff: float = 1.0,
+    entropy_coeff: float | torch.Tensor = 0.0,
+    vf_loss: str = "squared",
+) -> PPOLosses:
+    """Proximal Policy Optimization loss (Schulman et al. 2017, arXiv:1707.06347).
+
+    Tensor arguments share one shape. With ``r = exp(logp - old_logp)`` and advantages ``A``:
+
+        L_clip = -mean(min(r A, clip(r, 1 - eps, 1 + eps) A))
+
+    Dual clip (Ye et al. 2020, arXiv:1912.09729), for ``A < 0`` only:
+    ``-mean(max(min(r A, clip(r, 1 - eps, 1 + eps) A), c A))``.
+
+    Value loss ``"squared"``, optionally clipped around the old values ``V_old``:
+
+        L_vf = 0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, -c_v, c_v) - R)^2))
+
+    or rl8's ``"smooth_l1"``: ``mean(min(huber(V - R), c_v))`` (the cap when ``c_v`` is given).
+    Total ``L = L_clip + vf_coeff L_vf - entropy_coeff mean(H)``. Monitors:
+    ``kl_div = mean((r - 1) - log r)`` (an estimator of KL(old || new)) and
+    ``clip_fraction = mean(|r - 1| > eps)``.
+
+    Examples:
+        >>> zero, one = torch.zeros(2), torch.ones(2)
+        >>> losses = ppo_loss(logp=zero, old_logp=zero, advantages=one, values=one, old_values=one,
+        ...                   returns=one, entropy=zero, clip_param=0.2)
+        >>> losses.policy.item(), losses.kl_div.item()
+        (-1.0, 0.0)
+    """
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    objective = torch.min(ratio * advantages, ratio.clamp(1.0 - clip_param, 1.0 + clip_param) * advantages)
+    if dual_clip_param is not None:
+        objective = torch.where(advantages < 0, torch.max(objective, dual_clip_param * advantages), objective)
+    policy_loss = -objective.mean()
+    if vf_loss == "smooth_l1":
+        huber = F.smooth_l1_loss(values, returns, reduction="none")
+        vf = (huber if vf_clip_param is None else huber.clamp(max=vf_clip_param)).mean()
+    else:
+        error = (values - returns).square()
+        if vf_clip_param is not None:
+            clipped = old_values + (values - old_values).clamp(-vf_clip_param, vf_clip_param)
+            error = torch.max(error, (clipped - returns).square())
+        vf = 0.5 * error.mean()
+    entropy_loss = entropy.mean()
+    total = policy_loss + vf_coeff * vf - entropy_coeff * entropy_loss
+    with torch.no_grad():
+        kl_div = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_param).to(ratio.dtype).mean()
+    return PPOLosses(total, policy_loss, vf, entropy_loss, kl_div, clip_fraction)
 
 
 def generalized_advantage_estimate(
@@ -32,51 +224,40 @@ def generalized_advantage_estimate(
     return_returns: bool = True,
     reward_scale: float = 1.0,
 ) -> TensorDict:
-    """GAE (Schulman et al. 2016) of a rollout TensorDict, rl8's way (no episode ends).
+    """rl8's GAE of a rollout TensorDict ``[B, T + 1]`` (no episode ends): :func:`gae`.
 
     Args:
-        batch: TensorDict ``[B, T + 1]`` with ``"rewards"`` and ``"values"``
-            (``[B, T + 1, ...]``; the rewards at ``T`` are not read, the values at ``T``
-            bootstrap).
+        batch: ``"rewards"`` and ``"values"`` ``[B, T + 1, ...]`` (rewards at ``T`` unread).
         gae_lambda: Bias/variance trade-off in ``[0, 1]``.
         gamma: Discount factor.
-        inplace: Write the results into ``batch`` (and return it) instead of a new TensorDict.
-        normalize_advantages: Shift and scale the advantages of steps ``0 .. T - 1`` to
-            mean 0 and std 1 (``(A - mean) / (std + 1e-8)``), after the returns are taken.
+        inplace: Write the results into ``batch`` (and return it).
+        normalize_advantages: Shift and scale the advantages of steps ``0..T-1`` to mean 0,
+            std 1, after the returns are taken.
         return_returns: Also give ``"returns"`` (advantages + values).
-        reward_scale: Rewards are divided by ``reward_scale + 1e-8`` first. ``batch``'s
-            rewards are left as they are (rl8 overwrote them).
+        reward_scale: Rewards are divided by ``reward_scale + 1e-8`` (``batch`` is left as it is).
 
     Returns:
-        TensorDict ``[B, T + 1]`` with ``"advantages"`` (0 at step ``T``) and, if asked,
-        ``"returns"``, shaped as ``"values"``.
+        ``"advantages"`` (0 at step ``T``) and, if asked, ``"returns"``, shaped as ``"values"``.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> batch = TensorDict({"rewards": torch.ones(1, 3, 1), "values": torch.zeros(1, 3, 1)}, batch_size=[1, 3])
         >>> out = generalized_advantage_estimate(batch, gamma=0.5, gae_lambda=1.0, normalize_advantages=False)
         >>> out["advantages"].flatten()
         tensor([1.5000, 1.0000, 0.0000])
     """
-    from ..algorithms.advantages import generalized_advantage_estimate as gae
-    from ..algorithms.advantages import normalization
 
-    def per_row(t: torch.Tensor) -> torch.Tensor:
-        """``[B, T, ...]`` as the ``[N, T]`` rows rl8lite's GAE takes: feature dims become rows."""
+    def per_row(t: torch.Tensor) -> torch.Tensor:  # [B, T, ...] -> rows [B * ..., T]
         return t.movedim(1, -1).reshape(-1, t.shape[1])
 
     rewards, values = batch[DataKeys.REWARDS][:, :-1], batch[DataKeys.VALUES]
-    advantages, _ = gae(per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma,
-                        gae_lambda=gae_lambda)
+    advantages, _ = gae(per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma, gae_lambda=gae_lambda)
     advantages = advantages.reshape(*values[:, :-1].movedim(1, -1).shape).movedim(-1, 1)
     advantages = torch.cat([advantages.to(values.dtype), torch.zeros_like(values[:, -1:])], dim=1)
     out = batch if inplace else TensorDict({}, batch_size=batch.batch_size, device=batch.device)
     if return_returns:
         out[DataKeys.RETURNS] = advantages + values
     if normalize_advantages:
-        mean, scale = normalization(advantages[:, :-1])
-        advantages[:, :-1] = (advantages[:, :-1] - mean) / scale
+        advantages[:, :-1] = normalize(advantages[:, :-1])
     out[DataKeys.ADVANTAGES] = advantages
     return out
 
@@ -93,30 +274,23 @@ def ppo_losses(
     vf_clip_param: float = 1.0,
     vf_coeff: float = 1.0,
 ) -> TensorDict:
-    """rl8's PPO loss of one batch: dual-clipped surrogate, capped smooth-L1 value loss, entropy bonus.
-
-    The equations are :func:`rl8lite.algorithms.losses.ppo_losses`' with ``vf_loss="smooth_l1"``.
+    """rl8's PPO loss of one batch: :func:`ppo_loss` with ``vf_loss="smooth_l1"``.
 
     Args:
-        buffer_batch: TensorDict ``[B]`` from the rollout: ``"actions"``, ``"logp"``
-            (their log-probabilities then), ``"advantages"`` and ``"returns"``.
-        sample_batch: TensorDict ``[B]`` from the policy now: ``"values"``.
-        sample_distribution: The policy's action distribution now (``logp``, ``entropy``).
-        clip_param: Surrogate clip ``eps``: the ratio counts within ``[1 - eps, 1 + eps]``.
-        dual_clip_param: Dual clip ``c`` for negative advantages (Ye et al. 2020);
-            ``None`` or 0 turns it off.
-        entropy_coeff: Weight of the entropy bonus; at 0 the entropy is not computed.
+        buffer_batch: ``[B]`` rollout data: ``"actions"``, ``"logp"``, ``"advantages"``, ``"returns"``.
+        sample_batch: ``[B]`` with the policy's ``"values"`` now.
+        sample_distribution: The policy's action distribution now.
+        clip_param: Surrogate clip ``eps``.
+        dual_clip_param: Dual clip ``c`` for negative advantages (``None`` or 0: off).
+        entropy_coeff: Weight of the entropy bonus (at 0 the entropy is not computed).
         vf_clip_param: Cap on each sample's value loss.
         vf_coeff: Weight of the value loss.
 
     Returns:
-        TensorDict ``[]`` of 0-d tensors: ``"policy"`` (the clipped surrogate objective,
-        to maximise: rl8's sign), ``"vf"``, ``"entropy"`` (0 when ``entropy_coeff`` is 0)
-        and ``"total"`` ``= vf_coeff * vf - policy - entropy_coeff * entropy``, to minimise.
+        0-d ``"policy"`` (the surrogate objective, rl8's sign), ``"vf"``, ``"entropy"`` and
+        ``"total" = vf_coeff * vf - policy - entropy_coeff * entropy``.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> from rl8lite.distributions import Categorical
         >>> from rl8lite.specs import Categorical as CategoricalSpec
         >>> dist = Categorical(torch.zeros(2, 2), CategoricalSpec(2, shape=[1]))
@@ -126,16 +300,14 @@ def ppo_losses(
         >>> losses["policy"], losses["total"]
         (tensor(1.), tensor(-1.))
     """
-    from ..algorithms.losses import ppo_losses as losses
-
     values = sample_batch[DataKeys.VALUES]
     logp = sample_distribution.logp(buffer_batch[DataKeys.ACTIONS])
     entropy = sample_distribution.entropy() if entropy_coeff != 0 else torch.zeros((), device=logp.device)
-    out = losses(
+    out = ppo_loss(
         logp=logp, old_logp=buffer_batch[DataKeys.LOGP], advantages=buffer_batch[DataKeys.ADVANTAGES],
         values=values, old_values=values, returns=buffer_batch[DataKeys.RETURNS], entropy=entropy,
         clip_param=clip_param, dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
         vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1",
     )
     return TensorDict({"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total},
-                      batch_size=[])
+                      batch_size=[], device=logp.device)

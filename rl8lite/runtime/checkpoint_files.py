@@ -1,4 +1,5 @@
-"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``; RNG states.
+"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``; the global
+random streams they save, and seeding them.
 
 A checkpoint is a dict of tensors and plain values only: classes travel as
 dotted paths (``"package.module.Class"``) and are imported again on resume,
@@ -52,6 +53,13 @@ def to_plain(value: Any, where: str) -> Any:
         f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings, tensors and"
         " lists/dicts of them (classes as dotted paths); pass plain values in configs"
     )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global RNGs."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def capture_rng() -> dict[str, Any]:

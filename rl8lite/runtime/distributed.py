@@ -186,10 +186,30 @@ def _read_failure(timeout_s: float) -> tuple[int, str] | None:
         time.sleep(0.05)
 
 
-def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
-    """Whether the process-group variables ask for more than one process."""
-    environ = dict(os.environ) if environ is None else environ
-    return int(environ.get("WORLD_SIZE", "1") or 1) > 1
+def process_rank() -> tuple[int, int, int]:
+    """``(rank, world size, local rank)`` of this process: the process group's when one is
+    initialised, else torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), else one process."""
+    local = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), local
+    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1), local
+
+
+def resolve_device(setting: Any) -> torch.device:
+    """``"auto"`` becomes CUDA when available, else CPU.
+
+    Raises:
+        ValueError: Not a torch device, or CUDA asked for where there is none.
+    """
+    if isinstance(setting, str) and setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(setting)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {setting!r} is not a valid torch device: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {setting!r} requested but CUDA is not available")
+    return device
 
 
 def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.device:
@@ -234,9 +254,9 @@ def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0) -> tup
         DistributedError: A CUDA device that is not ``cuda:LOCAL_RANK``, or a backend that
             does not fit the device.
     """
-    if not dist.is_available() or not (dist.is_initialized() or launched_by_torchrun()):
-        return Ranks(), _single_process_device(device_setting)
-    local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    _, world_size, local_rank = process_rank()
+    if not dist.is_available() or not (dist.is_initialized() or world_size > 1):
+        return Ranks(), resolve_device(device_setting)
     device = rank_device(device_setting, local_rank, torch.cuda.is_available())
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -263,12 +283,6 @@ def _leave_process_group(ranks: Ranks) -> None:
             ranks.barrier()
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
-
-
-def _single_process_device(setting: Any) -> torch.device:
-    from ..algorithms.config import resolve_device  # lazily: runtime knows nothing of algorithms
-
-    return resolve_device(setting)
 
 
 class _FailureWatchdog(threading.Thread):

@@ -1,7 +1,11 @@
-"""Memory accounting: bytes held by the buffer, model and optimizer, and the device's totals."""
+"""Memory: bytes held by tensors and optimizers, the device's totals, and (asked for) glibc's malloc
+kept from returning freed memory."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
 from collections.abc import Iterable
 
 import torch
@@ -43,3 +47,49 @@ def device_memory(device: torch.device) -> dict[str, float]:
         "memory/total": float(total),
         "memory/percent": 100.0 * (total - free) / total,
     }
+
+
+# mallopt parameters (glibc's malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: Blocks up to this size come from malloc's heap (glibc's maximum on 64-bit).
+MMAP_THRESHOLD = 32 * 2**20
+#: Freed heap memory malloc keeps for reuse before it returns any to the OS.
+TRIM_THRESHOLD = 2**30
+#: Where a user tunes glibc malloc: any ``MALLOC_*`` variable, or malloc tunables in
+#: ``GLIBC_TUNABLES``. Either set means the user's choice stands.
+def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
+    """The environment variables that tune glibc malloc, by name."""
+    environ = dict(os.environ) if environ is None else environ
+    names = [name for name in environ if name.startswith("MALLOC_")]
+    if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+        names.append("GLIBC_TUNABLES")
+    return names
+
+
+_applied = False
+
+
+def keep_freed_memory() -> bool:
+    """Apply the settings once per process; return whether they are in effect.
+
+    Does nothing (and returns ``False``) off Linux, without glibc's ``mallopt``,
+    or when the environment tunes malloc (:func:`user_malloc_settings`).
+    """
+    global _applied
+    if _applied:
+        return True
+    if not sys.platform.startswith("linux") or user_malloc_settings():
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # mallopt returns 1 on success.
+    _applied = (
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    )
+    return _applied

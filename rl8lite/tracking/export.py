@@ -30,7 +30,9 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from ..algorithms.policy import Policy, as_spec_dtype
+from ..specs import as_spec_dtype
+
+Policy = Any
 from ..algorithms.windowed import windows_seen
 from ..specs import Composite, Spec
 

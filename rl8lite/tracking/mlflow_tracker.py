@@ -25,7 +25,7 @@ import mlflow
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
 
-from ..algorithms.policy import Policy
+Policy = Any  # the policy (rl8lite.policies.Policy)
 from ..specs import Spec
 from .active_run import activate, deactivate, is_trainer_run
 from .active_run import experiment_name as resolve_experiment_name

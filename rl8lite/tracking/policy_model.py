@@ -13,7 +13,7 @@ import torch
 from mlflow.models import ModelSignature
 from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
 
-from ..algorithms.policy import Policy
+Policy = Any  # the policy (rl8lite.policies.Policy)
 from ..specs import Spec
 from .export import IO_FILE, PROGRAM_FILE, export_policy
 

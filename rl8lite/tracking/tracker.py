@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..algorithms.policy import Policy
+Policy = Any  # the policy (rl8lite.policies.Policy)
 from ..specs import Spec
 
 

@@ -1,39 +1,31 @@
-"""What a trainer's checkpoint holds, and how a trainer is rebuilt from one.
+"""What a trainer's checkpoint holds, how it is written, and how an algorithm is rebuilt from one.
 
-A checkpoint is plain data (:mod:`rl8lite.runtime.checkpoint_files`): the env class by
-reference (:func:`rl8lite.env.env_reference`: a dotted path, or a Gymnasium env's
-options), the algorithm and the config's classes as dotted paths, the config's values,
-the algorithm's state (policy, optimizer, schedules, carries, buffer, env), the
-trainer's counters, the RNG states and the MLflow run to continue.
+A checkpoint is plain data (:mod:`rl8lite.runtime.checkpoint_files`): the env class by reference
+(:func:`rl8lite.env.env_reference`) or, for an env handed over as an instance, its class's name
+and specs; the algorithm and the config's classes as dotted paths; the config's values; the
+algorithm's state; the trainer's counters; the RNG states and the MLflow run to continue.
 
-In multi-process training every rank writes a whole checkpoint of its own (its env
-copies, buffer, carries and random streams differ; parameters and optimizer state
-are the same on every rank): rank 0 the named file, rank ``k`` the file beside it
-that :func:`~rl8lite.runtime.checkpoint_files.rank_file` names, so that each machine
-holds what its ranks need. Each rank resumes from its own file, under the same
-world size.
+Under ``torchrun`` every rank writes a whole checkpoint of its own (env copies, buffer, carries
+and random streams differ per rank): rank 0 the named file, rank ``k`` the one
+:func:`~rl8lite.runtime.checkpoint_files.rank_file` names beside it. Each rank resumes from its
+own file, under the same world size.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from ..algorithms import Algorithm, AlgorithmConfig, RecurrentAlgorithmConfig
-from ..env import env_reference, import_env_class
+from ..env import Env, env_label, env_reference, import_env_class
 from ..runtime import checkpoint_files as files
 from ..runtime.imports import dotted_path, import_dotted_path
-from ..tracking import checkpoint_dir, default_tracking_uri, download_run_artifact
-
-if TYPE_CHECKING:
-    from .trainer import Trainer
+from ..tracking import Tracker, checkpoint_dir, default_tracking_uri, download_run_artifact
 
 #: Config fields that hold classes (stored as dotted paths).
 CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
@@ -41,10 +33,8 @@ CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
 
 def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
     """The config as plain data: classes become dotted paths, a model instance its class and config."""
-    plain: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        if f.name != "model":
-            plain[f.name] = files.to_plain(getattr(config, f.name), f.name)
+    plain = {f.name: files.to_plain(getattr(config, f.name), f.name) for f in dataclasses.fields(config)
+             if f.name != "model"}
     if config.model is not None:
         plain["model_cls"] = dotted_path(type(config.model))
         plain["model_config"] = files.to_plain(dict(getattr(config.model, "config", {}) or {}), "model.config")
@@ -63,127 +53,147 @@ def config_from_plain(plain: dict[str, Any], *, recurrent: bool = False) -> Algo
     return (RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)(**values)
 
 
-def rebuild_problem(model: torch.nn.Module, observation_spec: Any, action_spec: Any) -> str | None:
-    """Why a resume could not rebuild the model instance ``model`` from its class and
-    ``config`` (what a checkpoint keeps of it), or ``None`` when it can."""
-    config = dict(getattr(model, "config", {}) or {})
+def env_specs(env: Env) -> dict[str, str]:
+    """What a checkpoint keeps of an env instance to recognise one like it."""
+    return {"observation_spec": repr(env.observation_spec), "action_spec": repr(env.action_spec),
+            "num_envs": str(env.num_envs)}
+
+
+def model_rebuild_problem(algorithm: Algorithm) -> str | None:
+    """Why a resume could not rebuild the configured model instance from its class and ``config``
+    (all a checkpoint keeps of it besides its weights), or ``None``."""
+    model = algorithm.hparams.model
+    if model is None:
+        return None
+    spec_args = (algorithm.env.observation_spec, algorithm.env.action_spec)
     call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     try:
         with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the run's stream
-            rebuilt = type(model)(observation_spec, action_spec, **config)
+            rebuilt = type(model)(*spec_args, **dict(getattr(model, "config", {}) or {}))
     except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
         return f"{call} raises {type(e).__name__}: {e}"
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
     if expected != got:
-        differing = sorted(set(expected.items()) ^ set(got.items()))[:3]
-        return f"{call} builds other parameters (e.g. {differing})"
+        return f"{call} builds other parameters (e.g. {sorted(set(expected.items()) ^ set(got.items()))[:3]})"
     return None
 
 
-def process_rank() -> tuple[int, int]:
-    """``(rank, world size)`` of this process, from the process group or torchrun's variables."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
 def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
-    """Warn when the model instance in the config cannot be rebuilt from its class and
-    config, which is all a checkpoint keeps of it (its weights are still saved)."""
-    model = algorithm.hparams.model
-    if model is None:
-        return
-    problem = rebuild_problem(model, algorithm.env.observation_spec, algorithm.env.action_spec)
+    problem = model_rebuild_problem(algorithm)
     if problem is not None:
         warnings.warn(
-            f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
-            f" instance as its class and config, and {problem}. Pass every constructor argument"
-            " on to Model.__init__(**config), or use model_cls= and model_config=.",
-            RuntimeWarning,
-            stacklevel=4,
-        )
+            f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model instance as"
+            f" its class and config, and {problem}. Pass every constructor argument on to"
+            " Model.__init__(**config), or use model_cls= and model_config=.", RuntimeWarning, stacklevel=4)
 
 
-def trainer_payload(trainer: Trainer) -> dict[str, Any]:
-    """Everything that continues ``trainer`` exactly, as plain data.
+def payload(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker) -> dict[str, Any]:
+    """Everything that continues training exactly, as plain data.
 
     Raises:
-        CheckpointError: A config value cannot be checkpointed.
+        CheckpointError: A config value or the env class cannot be checkpointed.
     """
-    algorithm, tracker = trainer.algorithm, trainer.tracker
-    try:
-        env_cls = env_reference(algorithm.env_cls)  # a dotted path, or a Gymnasium env's options
-    except ImportError as e:
-        raise files.CheckpointError(f"cannot checkpoint env_cls: {e}") from None
+    if algorithm.env_given:
+        env: Any = {"instance_of": env_label(algorithm.env_cls), **env_specs(algorithm.env)}
+    else:
+        try:
+            env = env_reference(algorithm.env_cls)  # a dotted path, or a Gymnasium env's options
+        except ImportError as e:
+            raise files.CheckpointError(f"cannot checkpoint env_cls: {e}") from None
     return {
-        "format": files.FORMAT,
-        "version": files.VERSION,
-        "env_cls": env_cls,
-        "algorithm_cls": dotted_path(type(algorithm)),
-        "config": config_to_plain(algorithm.hparams),
+        "format": files.FORMAT, "version": files.VERSION, "env_cls": env,
+        "algorithm_cls": dotted_path(type(algorithm)), "config": config_to_plain(algorithm.hparams),
         "algorithm": files.to_plain(algorithm.state_dict(), "algorithm state"),
-        "trainer": {"state": dict(trainer.state)},
-        "rng": files.capture_rng(),
-        "run": {
-            "run_id": getattr(tracker, "run_id", None),
-            "tracking_uri": getattr(tracker, "tracking_uri", None),
-        },
-        "world_size": algorithm.ranks.world_size,
-        "rank": algorithm.ranks.rank,
+        "trainer": {"state": dict(counters)}, "rng": files.capture_rng(),
+        "run": {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri},
+        "world_size": algorithm.ranks.world_size, "rank": algorithm.ranks.rank,
     }
 
 
-def write_trainer_checkpoint(trainer: Trainer, path: str | Path | None, keep: int | None) -> Path:
-    """Write ``trainer``'s checkpoint (see :meth:`rl8lite.Trainer.save_checkpoint`)."""
-    tracker, ranks = trainer.tracker, trainer.algorithm.ranks
-    payload = trainer_payload(trainer)
-    folder = getattr(tracker, "checkpoint_dir", None)
+def write(data: dict[str, Any], tracker: Tracker, algorithm: Algorithm, path: str | Path | None,
+          keep: int | None) -> Path:
+    """Write a checkpoint of ``data`` (:func:`payload`) atomically, point the run's ``latest`` at
+    it, log it as the run's ``checkpoints/latest.pt`` and keep the newest ``keep`` in the folder."""
+    ranks, folder = algorithm.ranks, tracker.checkpoint_dir
+    steps = data["trainer"]["state"]["env/steps"]
     if path is None:
         if folder is None:
             raise ValueError("this tracker has no checkpoint folder: pass path=")
-        path = Path(folder) / f"checkpoint-{trainer.state['env/steps']:012d}.pt"
-    written = files.write_atomic(payload, files.rank_file(path, ranks.rank))
+        path = Path(folder) / f"checkpoint-{steps:012d}.pt"
+    written = files.write_atomic(data, files.rank_file(path, ranks.rank))
     ranks.barrier()  # every rank's file is complete before 'latest' names the checkpoint
     if folder is not None and ranks.local_rank == 0:
         files.point_latest(folder, path)  # the commit point: now the run's latest
-    if ranks.is_main and hasattr(tracker, "log_artifact"):
+    if ranks.is_main:
         with tempfile.TemporaryDirectory() as tmp:
             latest = Path(tmp) / "latest.pt"
             latest.symlink_to(written.resolve())
             tracker.log_artifact(latest, "checkpoints")
     if keep is not None and folder is not None and written.parent == Path(folder):
-        steps = trainer.state["env/steps"]
         history = [old for n, old in files.numbered_checkpoints(folder, ranks.rank) if n <= steps]
         for old in history[:-keep]:  # history ends with the file just written
             old.unlink(missing_ok=True)
     return written
 
 
-def algorithm_from_payload(payload: dict[str, Any], path: Path, device: str | None) -> Algorithm:
-    """The algorithm the checkpoint ``payload`` (read from ``path``) describes, its state loaded.
+def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None, env: Env | None) -> Algorithm:
+    """The algorithm a checkpoint describes, its state loaded; onto ``env`` when given.
 
     Raises:
-        CheckpointError: A class it names does not import (the message names ``path``).
+        CheckpointError: A class it names does not import, it was written from an env instance
+            and none is given, or ``env``'s specs differ from the checkpoint's (named).
     """
+    saved_env = data["env_cls"]
     try:
-        env_cls = import_env_class(payload["env_cls"])
-        algorithm_cls = import_dotted_path(payload.get("algorithm_cls", "rl8lite.algorithms.Algorithm"))
-        recurrent = "recurrent" in payload["algorithm"] or "seq_len" in payload["config"]
-        config = config_from_plain(payload["config"], recurrent=recurrent)
-        if device is not None:
+        if isinstance(saved_env, dict) and "instance_of" in saved_env:
+            if env is None:
+                raise files.CheckpointError(
+                    f"checkpoint {str(path)!r} was written from a {saved_env['instance_of']} instance handed to"
+                    " the algorithm, which a checkpoint cannot rebuild: pass env=<an instance like it> to"
+                    " from_checkpoint")
+            mismatch = {k: (v, env_specs(env)[k]) for k, v in saved_env.items() if k in env_specs(env)
+                        and env_specs(env)[k] != v}
+            if mismatch:
+                raise files.CheckpointError(
+                    f"checkpoint {str(path)!r}: the env instance differs from the one it was written from: "
+                    + "; ".join(f"{k}: checkpoint {a}, instance {b}" for k, (a, b) in mismatch.items()))
+        target: Any = env if env is not None else import_env_class(saved_env)
+        algorithm_cls = import_dotted_path(data.get("algorithm_cls", "rl8lite.algorithms.Algorithm"))
+        recurrent = "recurrent" in data["algorithm"] or "seq_len" in data["config"]
+        config = config_from_plain(data["config"], recurrent=recurrent)
+        if env is not None:
+            config = config.replace(device=str(env.device))
+        elif device is not None:
             config = config.replace(device=device)
     except (ImportError, TypeError) as e:
         raise files.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
-    algorithm = algorithm_cls(env_cls, config)
-    algorithm.load_state_dict(payload["algorithm"])
+    algorithm = algorithm_cls(target, config)
+    algorithm.load_state_dict(data["algorithm"])
     return algorithm
 
 
+def latest_in_folder(folder: Path) -> Path:
+    """The checkpoint a run's folder resumes from: the one its ``latest`` record names, or (a
+    folder without one) the one with the most env steps.
+
+    Raises:
+        CheckpointError: The folder holds neither.
+    """
+    latest = files.latest_in(folder)
+    if latest is not None:
+        return latest
+    numbered = files.numbered_checkpoints(folder)
+    if numbered:
+        return numbered[-1][1]
+    raise files.CheckpointError(f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
+                                " pass a checkpoint file, the run's checkpoint folder or its run id")
+
+
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
-    """The checkpoint a run id resumes from (see :meth:`rl8lite.Trainer.from_checkpoint`);
-    for ``rank > 0``, rank 0's name of it (the rank's own file is beside it)."""
+    """The checkpoint a run id resumes from (for ``rank > 0``, rank 0's name of it: the rank's
+    own file is beside it): the ``latest`` record, else the most env steps, else the artifact."""
     uri = tracking_uri or default_tracking_uri()
     folder = checkpoint_dir(uri, run_id)
     latest = files.latest_in(folder)
@@ -193,39 +203,19 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
         missing = files.rank_file(latest, rank) if latest is not None else folder / "latest"
         raise files.CheckpointError(f"run {run_id!r}: rank {rank} has no checkpoint file {str(missing)!r}")
     numbered = files.numbered_checkpoints(folder)
-    if numbered and latest is None:  # a folder from before the record
+    if numbered and latest is None:
         return numbered[-1][1]
-    destination = Path(tempfile.mkdtemp(prefix="rl8lite-checkpoint-"))
     try:
-        return download_run_artifact(uri, run_id, "checkpoints/latest.pt", destination)
+        return download_run_artifact(uri, run_id, "checkpoints/latest.pt", Path(tempfile.mkdtemp(prefix="rl8lite-")))
     except Exception as e:  # noqa: BLE001 - the store's error type varies
-        if numbered:  # the named file is gone and no artifact: the most env steps, as before
+        if numbered:
             return numbered[-1][1]
         raise files.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
 
-def latest_in_folder(folder: Path) -> Path:
-    """The checkpoint a run's checkpoint folder resumes from: the one its ``latest`` record
-    names, or (a folder written before that record existed) the one with the most env steps.
-
-    Raises:
-        CheckpointError: The folder holds neither (the message names it).
-    """
-    latest = files.latest_in(folder)
-    if latest is not None:
-        return latest
-    numbered = files.numbered_checkpoints(folder)
-    if numbered:
-        return numbered[-1][1]
-    raise files.CheckpointError(
-        f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
-        " pass a checkpoint file, the run's checkpoint folder or its run id"
-    )
-
-
 def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None, rank: int = 0) -> Path:
-    """Rank 0's checkpoint file that what a user hands :meth:`rl8lite.Trainer.from_checkpoint`
-    names: a checkpoint file, a run's checkpoint folder, the ``latest`` record in it, or a run id."""
+    """Rank 0's checkpoint file that a file, a run's checkpoint folder, its ``latest`` record or
+    a run id names."""
     path = Path(path_or_run_id)
     if path.is_dir():
         return latest_in_folder(path)
@@ -234,41 +224,3 @@ def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None, r
     if path.is_file() or str(path_or_run_id).endswith(".pt"):
         return path
     return latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
-
-
-def resume(
-    trainer_cls: type[Trainer],
-    path_or_run_id: str | Path,
-    *,
-    tracking_uri: str | None,
-    device: str | None,
-    tracker: Any,
-    **trainer_options: Any,
-) -> Trainer:
-    """What :meth:`rl8lite.Trainer.from_checkpoint` does (see there)."""
-    rank, world_size = process_rank()
-    path = checkpoint_to_resume(path_or_run_id, tracking_uri, rank)
-    own = files.rank_file(path, rank)  # each rank resumes from its own file
-    payload = files.read_checkpoint(own)
-    saved_world_size = int(payload.get("world_size", 1))
-    if saved_world_size != world_size:
-        raise files.CheckpointError(
-            f"checkpoint {str(own)!r} was written by {saved_world_size} process(es) and is resumed by"
-            f" {world_size}: each rank's env copies, buffer and random streams are saved per rank,"
-            f" so resume with {saved_world_size} process(es) (torchrun --nproc_per_node/--nnodes)"
-        )
-    run = payload["run"]
-    if tracker is None and run["run_id"] is None and rank == 0:
-        raise files.CheckpointError(
-            f"checkpoint {str(own)!r} was written with a custom tracker and names no MLflow run"
-            " to reopen: pass tracker= to from_checkpoint"
-        )
-    algorithm = algorithm_from_payload(payload, own, device)
-    if tracker is None and algorithm.ranks.is_main:
-        from ..tracking import MlflowTracker
-
-        tracker = MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
-    trainer = trainer_cls(algorithm, tracker=tracker, **trainer_options)
-    trainer.state = {k: int(v) for k, v in payload["trainer"]["state"].items()}
-    files.restore_rng(payload["rng"])  # last: building the algorithm drew random numbers
-    return trainer

@@ -31,24 +31,21 @@ before any env or MLflow run is created, and named in the error.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import re
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from ..algorithms.config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields
+from ..algorithms import Algorithm
+from ..algorithms.config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields, unknown_fields
 from ..env import Env, import_env_class
 from ..runtime.imports import import_dotted_path
-
-if TYPE_CHECKING:
-    from ..algorithms import Algorithm
-    from .trainer import Trainer
+from .trainer import Trainer
 
 #: ``algorithm_config`` fields that may be given as dotted paths.
 CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
@@ -160,8 +157,6 @@ class TrainConfig:
             **trainer_options: Other :class:`~rl8lite.Trainer` keywords
                 (``run_name``, ``tags``, ``progress``, ``save_policy``, ``tracker``).
         """
-        from .trainer import Trainer
-
         return Trainer(self.build_algorithm(), experiment_name=experiment_name, **trainer_options)
 
     @classmethod
@@ -277,15 +272,8 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 def _check_field_names(values: Mapping[str, Any], *, recurrent: bool = False) -> None:
     names = config_fields(RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)
     unknown = [key for key in values if key not in names]
-    if not unknown:
-        return
-    hints = []
-    for key in unknown:
-        close = difflib.get_close_matches(str(key), names, n=1)
-        hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-    raise UnknownFieldError(
-        f"unknown algorithm_config field(s) {', '.join(hints)}; valid fields: {', '.join(names)}"
-    )
+    if unknown:
+        raise UnknownFieldError(f"unknown algorithm_config field(s) {unknown_fields(unknown, names)}")
 
 
 __all__ = [

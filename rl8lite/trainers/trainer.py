@@ -1,61 +1,61 @@
-"""``Trainer``: counters, rl8's eval/run checks, stop conditions, and experiment tracking.
+"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and experiment tracking.
 
-The trainer knows nothing of PPO (it calls ``collect``/``step`` on its algorithm)
+The trainer knows nothing of PPO (it calls ``collect``/``step``/``evaluate`` on its algorithm)
 and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
 """
 
 from __future__ import annotations
 
-import inspect
 import signal
+import sys
+import threading
 import time
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TextIO
 
-from ..algorithms import Algorithm
-from ..conditions import Condition
-from ..runtime.distributed import DistributedError, Ranks, shares_failures
-from ..runtime.signals import SignalRequests
 from .. import tracking
+from ..algorithms import Algorithm
+from ..algorithms.config import check_int
+from ..conditions import Condition
+from ..env import Env
+from ..runtime import checkpoint_files as files
+from ..runtime.distributed import DistributedError, Ranks, process_rank, shares_failures
+from ..runtime.signals import SignalRequests
+from ..tracking.export import ExportError
+from ..algorithms.windowed import windows_seen
 from . import checkpoints
-from .checks import check_eval_allowed, check_positive_int, check_run_arguments, reduce_eval_stats
-from .progress import ProgressReport
-from .artifacts import VideoSchedule, record_video, save_policy_or_warn
-from .decisions import agree, end_run, exit_for, exit_status
+from .videos import Filming, film_instance, log_video
+
+#: The main return first: episodes' for an episodic env, the horizon's otherwise.
+PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total", "monitors/kl_div",
+                 "throughput/env_steps_per_s")
+
 
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
 
     Each trainer owns one MLflow run (or logs into the run the user opened with
-    ``mlflow.start_run``). Params are logged at construction, metrics at every
-    step with ``step = env steps``. Use it as a context manager, or call
-    :meth:`close`, to end the run; :meth:`run` ends it too when it returns or fails.
+    ``mlflow.start_run``): params at construction, metrics at every step with ``step = env
+    steps``. Use it as a context manager, or call :meth:`close`, to end the run; :meth:`run`
+    ends it when it returns or fails. While open, its run is MLflow's active run.
 
-    In multi-process training (``torchrun``), every rank runs the same trainer: rank 0
-    alone talks to MLflow (one run, stats over every rank) and prints; decisions (stop
-    conditions, signals on any rank) are agreed so every rank acts at the same step;
-    each rank writes its own checkpoint file.
+    Under ``torchrun`` every rank runs the same trainer: rank 0 alone talks to MLflow and
+    prints, decisions (stop conditions, signals on any rank) are agreed, and each rank writes
+    its own checkpoint file.
 
     Args:
         algorithm: The algorithm to train.
-        experiment_name: MLflow experiment. Default: the one set with ``mlflow.set_experiment``
-            (or ``MLFLOW_EXPERIMENT_NAME``/``MLFLOW_EXPERIMENT_ID``), else the env class name.
-        run_name: MLflow run name.
+        experiment_name: MLflow experiment (default: the one set with ``mlflow.set_experiment``
+            or ``MLFLOW_EXPERIMENT_NAME``/``_ID``, else the env class's name).
+        run_name: MLflow run name (default: a distinct name drawn per run).
         tags: MLflow run tags.
-        progress: Print a one-line progress report per step of :meth:`run`
-            (at most one line a second, and always the last).
-        save_policy: Save the policy as an MLflow model (``policy``) whenever
-            :meth:`run` finishes normally (see :meth:`log_policy`).
-        tracker: A custom tracker instead of MLflow (anything with the
-            :class:`~rl8lite.tracking.Tracker` methods).
-        registered_model_name: Also register the policy :meth:`run` logs as a new version
-            of this registered model.
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, GPU
-            where present) to the run; needs ``psutil`` (``rl8lite[system-metrics]``).
-
-    While the trainer is open its run is MLflow's active run, so ``mlflow.active_run()``
-    and your own ``mlflow.log_*`` calls find it; closing the trainer ends it.
+        progress: Print a one-line report per step of :meth:`run` (at most one a second, and the last).
+        save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
+        tracker: Another tracker than MLflow's (:class:`~rl8lite.tracking.Tracker`).
+        registered_model_name: Also register the policy :meth:`run` logs under this name.
+        log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
 
     Examples:
         >>> from rl8lite import Algorithm, Trainer
@@ -65,47 +65,32 @@ class Trainer:
         ...     trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
     """
 
-    def __init__(
-        self,
-        algorithm: Algorithm,
-        /,
-        *,
-        experiment_name: str | None = None,
-        run_name: str | None = None,
-        tags: dict[str, Any] | None = None,
-        progress: bool = True,
-        save_policy: bool = True,
-        tracker: tracking.Tracker | None = None,
-        registered_model_name: str | None = None,
-        log_system_metrics: bool = False,
-    ) -> None:
+    def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None, run_name: str | None = None,
+                 tags: dict[str, Any] | None = None, progress: bool = True, save_policy: bool = True,
+                 tracker: tracking.Tracker | None = None, registered_model_name: str | None = None,
+                 log_system_metrics: bool = False) -> None:
         self.algorithm = algorithm
         self.registered_model_name = registered_model_name
-        self.state: dict[str, int] = {
-            "algorithm/collects": 0,
-            "algorithm/steps": 0,
-            "env/steps": 0,
-        }
+        self.state: dict[str, int] = {"algorithm/collects": 0, "algorithm/steps": 0, "env/steps": 0}
         ranks = algorithm.ranks
-        self.progress = ProgressReport(enabled=progress and ranks.is_main)
+        self.progress = progress and ranks.is_main
         self.save_policy = save_policy
-        self._model_rebuild_checked = False
+        self._model_checked = False
+        self._last_report = (0.0, -1)
+        self._filming: Filming | None = None
         self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
                 self.tracker = tracker or tracking.MlflowTracker(
-                    experiment_name, default_experiment=type(algorithm.env).__name__, run_name=run_name,
-                    tags=tags, log_system_metrics=log_system_metrics,
-                )
+                    experiment_name, default_experiment=type(algorithm.env).__name__, run_name=run_name, tags=tags,
+                    log_system_metrics=log_system_metrics)
         if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
-            folder = ranks.broadcast_object(
-                str(getattr(self.tracker, "checkpoint_dir", None) or "") if ranks.is_main else None
-            )
+            folder = ranks.broadcast_object(str(self.tracker.checkpoint_dir or "") if ranks.is_main else None)
             if ranks.is_main:
                 ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
             else:
                 self.tracker = tracking.NullTracker(folder or None)
-        if not getattr(self.tracker, "resumed", False):
+        if not self.tracker.resumed:
             self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
 
     @property
@@ -118,125 +103,67 @@ class Trainer:
     def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
         start = time.perf_counter()
-        memory_stats = self.algorithm.memory_stats()
-        collect_stats = self.algorithm.collect(env_config=env_config)
-        step_stats = self.algorithm.step()
+        memory = self.algorithm.memory_stats()
+        collect = self.algorithm.collect(env_config=env_config)
+        update = self.algorithm.step()
         self.state["algorithm/collects"] += 1
         self.state["algorithm/steps"] += 1
-        self.state["env/steps"] += int(collect_stats["env/steps"])
-        elapsed = time.perf_counter() - start
-        train_stats = {
-            **memory_stats,
-            **collect_stats,
-            **step_stats,
-            "throughput/env_steps_per_s": collect_stats["env/steps"] / elapsed,
-            **{k: float(v) for k, v in self.state.items()},
-        }
-        self.tracker.log_metrics(train_stats, step=self.state["env/steps"])
-        return train_stats
+        self.state["env/steps"] += int(collect["env/steps"])
+        stats = {**memory, **collect, **update,
+                 "throughput/env_steps_per_s": collect["env/steps"] / (time.perf_counter() - start),
+                 **{k: float(v) for k, v in self.state.items()}}
+        self.tracker.log_metrics(stats, step=self.state["env/steps"])
+        self._log_finished_video()
+        return stats
 
     @shares_failures
-    def eval(
-        self,
-        *,
-        env_config: dict[str, Any] | None = None,
-        deterministic: bool = True,
-        name: str | None = None,
-    ) -> dict[str, float]:
-        """Evaluate the policy over ``max(1, horizons_per_env_reset)`` collects.
-
-        Training and evaluation share one buffer, so with ``k > 0`` this may only
-        be called when ``collects % k == 0`` (right before the env would reset).
-        Metrics are logged under ``eval/`` (``eval/<name>/`` when ``name`` is given,
-        so evaluations under several env configs form separate series).
-
-        Raises:
-            RuntimeError: Called between env resets (``collects % k != 0``).
-            ValueError: ``env_config`` given when ``k < 0`` after the first
-                collect (the env is never reset again, so it would be ignored).
-                Before it, the eval resets the env under ``env_config`` and the
-                first training collect resets it again under its own config.
-        """
-        k = self.algorithm.horizons_per_env_reset
-        check_eval_allowed(self.algorithm, self.state["algorithm/collects"], env_config)
-        results = []
-        for _ in range(max(1, k)):
-            results.append(self.algorithm.collect(env_config=env_config, deterministic=deterministic))
-            self.state["algorithm/collects"] += 1
-        self.algorithm.state.buffered = False  # evaluation data is never trained on
-        if env_config and k < 0:
-            # Only before the first collect (checked above): training must not go on under the
-            # eval's config, as its env is never reset again.
-            self.algorithm.request_env_reset()
+    def eval(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
+             name: str | None = None) -> dict[str, float]:
+        """Evaluate the policy under ``env_config``, at any step (see
+        :meth:`rl8lite.Algorithm.evaluate`: what it costs the training episodes in progress);
+        log and return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
+        stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
+        hp = self.algorithm.hparams
+        self.state["algorithm/collects"] += round(stats["env/steps"] / (hp.num_envs * self.ranks.world_size * hp.horizon))
         prefix = f"eval/{name}/" if name else "eval/"
-        eval_stats = {f"{prefix}{k}": v for k, v in reduce_eval_stats(results).items()}
-        self.tracker.log_metrics(eval_stats, step=self.state["env/steps"])
-        return eval_stats
+        stats = {f"{prefix}{k}": v for k, v in stats.items()}
+        self.tracker.log_metrics(stats, step=self.state["env/steps"])
+        return stats
 
-    def run(
-        self,
-        *,
-        env_config: dict[str, Any] | None = None,
-        eval_env_config: dict[str, Any] | None = None,
-        steps_per_eval: int | None = None,
-        stop_conditions: Iterable[Condition] | None = None,
-        checkpoint_every: int | None = None,
-        keep_checkpoints: int = 3,
-        steps_per_video: int | None = None,
-    ) -> dict[str, float]:
+    def run(self, *, env_config: dict[str, Any] | None = None, eval_env_config: dict[str, Any] | None = None,
+            steps_per_eval: int | None = None, stop_conditions: Iterable[Condition] | None = None,
+            checkpoint_every: int | None = None, keep_checkpoints: int = 3,
+            steps_per_video: int | None = None) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
 
-        With ``steps_per_video``, :meth:`record_video` records every that many steps and once
-        at the end (an env without ``render()``, or whose frames are not RGB images, is a
-        warning, once, and training goes on).
+        Intervals count training steps (:meth:`step` calls): every ``steps_per_eval`` steps
+        :meth:`eval` runs under ``eval_env_config`` (default ``env_config``); every
+        ``checkpoint_every`` steps a checkpoint is written (the newest ``keep_checkpoints`` kept),
+        and one when the run ends; every ``steps_per_video`` steps copy 0 of the training env is
+        filmed during the next collects (its next whole episode), and :meth:`record_video` films
+        one more episode at the end. An interval longer than the run is a warning at its end.
 
-        With ``checkpoint_every``, a checkpoint is written every that many steps
-        (the last ``keep_checkpoints`` are kept on disk; the latest is also the
-        run's ``checkpoints/latest.pt`` artifact). SIGINT and SIGTERM stop
-        training after the current step with a checkpoint, and end the run
-        KILLED (SIGINT then raises KeyboardInterrupt, SIGTERM SystemExit(143));
-        SIGUSR1 writes a checkpoint and training goes on. A signal that arrives
-        after training finished (while the policy is exported) waits for the
-        export and the run's end: the run is FINISHED, SIGUSR1 still writes its
-        checkpoint, and SIGINT/SIGTERM then raise as above without one.
-
-        Every stop condition sees the latest train stats after each step. With
-        ``steps_per_eval``, :meth:`eval` runs every that many steps under
-        ``eval_env_config`` (default: ``env_config``). The MLflow run is ended
-        on the way out: FINISHED on return, KILLED on KeyboardInterrupt, FAILED
-        (with the error as the ``rl8lite.error`` tag) on any other exception.
-
-        Raises:
-            ValueError: ``steps_per_eval`` is not a multiple of
-                ``horizons_per_env_reset`` (when ``> 0``), or ``eval_env_config``
-                is given while ``horizons_per_env_reset < 0``.
+        SIGINT and SIGTERM stop after the current step with a checkpoint and end the run KILLED
+        (SIGINT then raises KeyboardInterrupt, SIGTERM SystemExit(143)); SIGUSR1 writes a
+        checkpoint and training goes on. The MLflow run ends FINISHED on return, KILLED on
+        KeyboardInterrupt, FAILED (the error in the ``rl8lite.error`` tag) on any other exception.
         """
-        check_run_arguments(
-            self.algorithm,
-            steps_per_eval=steps_per_eval,
-            eval_env_config=eval_env_config,
-            checkpoint_every=checkpoint_every,
-            keep_checkpoints=keep_checkpoints,
-        )
-        check_positive_int("steps_per_video", steps_per_video, optional=True)
-        videos = VideoSchedule(self, steps_per_video)
+        for name, value in (("steps_per_eval", steps_per_eval), ("checkpoint_every", checkpoint_every),
+                            ("steps_per_video", steps_per_video), ("keep_checkpoints", keep_checkpoints)):
+            check_int(name, value, minimum=1, optional=name != "keep_checkpoints", error=ValueError)
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
-        ranks = self.algorithm.ranks
-        stop_signal: int | None = None
+        first_step, stop_signal = self.state["algorithm/steps"], None
         try:
-            with SignalRequests() as requests, ranks.sharing_failures():
+            with SignalRequests() as requests, self.ranks.sharing_failures():
                 while True:
-                    train_stats = self.step(env_config=env_config)
-                    self.progress.report(train_stats, self.state)
+                    stats = self.step(env_config=env_config)
+                    self._report(stats)
                     steps = self.state["algorithm/steps"]
-                    # One decision for every rank: a condition or a signal on any rank counts.
-                    stop, stop_signal, checkpoint = agree(self.algorithm.ranks, 
-                        any([condition(train_stats) for condition in conditions]), requests
-                    )
+                    stop, stop_signal, checkpoint = self._agree(any([c(stats) for c in conditions]), requests)
                     if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
                         self.eval(env_config=eval_env_config)
-                    # After the eval: a resumed run then continues exactly where this one was.
+                    # after the eval: a resumed run continues exactly where this one was
                     if checkpoint or stop_signal is not None or (checkpoint_every and steps % checkpoint_every == 0):
                         self.save_checkpoint(keep=keep_checkpoints)
                     if stop_signal is not None:
@@ -244,159 +171,228 @@ class Trainer:
                         break
                     if stop:
                         break
-                    videos.after_step()
+                    if steps_per_video and steps % steps_per_video == 0:
+                        self._film_next_episode()
                 if stop_signal is None:
-                    # Still under the handlers: a signal while the policy is exported or the
-                    # metrics are flushed waits for them (it would kill the process and lose both).
-                    self.progress.report(train_stats, self.state, final=True)
-                    videos.after_step(final=True)
-                    if self.save_policy:
-                        save_policy_or_warn(self)
-                    _, late_stop, checkpoint = agree(self.algorithm.ranks, False, requests)
-                    if checkpoint:
-                        self.save_checkpoint(keep=keep_checkpoints)
-                    self.tracker.end("FINISHED")
-                    stop_signal = late_stop  # training had finished: the run stays complete
+                    # still under the handlers: a signal while the policy is exported waits for it
+                    self._report(stats, final=True)
+                    stop_signal = self._finish_run(steps_per_video, checkpoint_every, keep_checkpoints, requests)
+                    self._warn_long_intervals(first_step, steps_per_eval=steps_per_eval,
+                                              checkpoint_every=checkpoint_every, steps_per_video=steps_per_video)
         except (KeyboardInterrupt, SystemExit):
-            end_run(self, "KILLED", "KeyboardInterrupt")
+            self._end_run("KILLED", "KeyboardInterrupt")
             raise
         except BaseException as e:
-            message = f"{type(e).__name__}: {e}" if not isinstance(e, DistributedError) else str(e)
-            killed = isinstance(e, DistributedError) and ": KeyboardInterrupt" in message
-            end_run(self, "KILLED" if killed else "FAILED", message)
+            message = str(e) if isinstance(e, DistributedError) else f"{type(e).__name__}: {e}"
+            self._end_run("KILLED" if ": KeyboardInterrupt" in message and isinstance(e, DistributedError)
+                          else "FAILED", message)
             raise
-        if stop_signal is not None:  # after the handlers above; the run is KILLED (or FINISHED)
-            exit_for(stop_signal)
-        return train_stats
+        if stop_signal is not None:
+            _exit_for(stop_signal)
+        return stats
 
+    def _finish_run(self, steps_per_video: int | None, checkpoint_every: int | None, keep: int,
+                    requests: SignalRequests) -> int | None:
+        """Film, export the policy and checkpoint at the end of a run; the stop signal that arrived
+        meanwhile (the run stays FINISHED), if any."""
+        self._filming = None
+        if steps_per_video:
+            self._video_or_warn(lambda: self.record_video(name="training"))
+        if self.save_policy:
+            self._save_policy_or_warn()
+        _, late_stop, checkpoint = self._agree(False, requests)
+        if checkpoint or checkpoint_every:
+            self.save_checkpoint(keep=keep)
+        self.tracker.end("FINISHED")
+        return late_stop
+
+    def _warn_long_intervals(self, first_step: int, **intervals: int | None) -> None:
+        ran = self.state["algorithm/steps"] - first_step
+        long = [f"{name}={value}" for name, value in intervals.items() if value and value > ran]
+        if long and self.ranks.is_main:
+            warnings.warn(f"{', '.join(long)} counts training steps, and this run took {ran}: they never came"
+                          " round (a video and a checkpoint are still taken at the end)", RuntimeWarning, stacklevel=3)
+
+    def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
+        """``(stop, stop signal, checkpoint)`` as every rank acts on them (a condition or a signal
+        on any rank counts); clears the checkpoint request."""
+        agreed, signum, checkpoint = self.ranks.agree([stop, requests.stop or 0, requests.checkpoint])
+        requests.checkpoint = False
+        return bool(agreed), int(signum) or None, bool(checkpoint)
+
+    def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
+        if not self.progress:
+            return
+        now, step = time.monotonic(), self.state["algorithm/steps"]
+        if (now - self._last_report[0] < 1.0 and not final) or step == self._last_report[1]:
+            return
+        self._last_report = (now, step)
+        keys = [k for k in PROGRESS_KEYS if k in stats and not (k == "returns/mean" and "episodes/count" in stats)]
+        parts = [f"step {step}", *(f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]),
+                 f"env steps {self.state['env/steps']:,}"]
+        print(" | ".join(parts), file=out or sys.stdout, flush=True)
+
+    # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
-        """Log the policy to the run as an MLflow model; return its URI, ``runs:/<run id>/<name>``.
+        """Log the policy as an MLflow model of the run; return ``runs:/<run id>/<name>``.
 
-        It is an MLflow LoggedModel of the run (the run's Models tab), with the metrics at
-        the current env step and later evaluations linked to it, loadable by that URI or
-        ``models:/<model id>`` (``trainer.tracker.model_id``) and servable with ``mlflow models
-        serve``; ``registered_model_name`` (default: the trainer's) registers a new version.
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a
-        numpy batch of observations (a dict of arrays for dict observations);
-        ``params={"deterministic": False}`` samples. Recurrent policies take and return
-        ``"recurrent_state"`` (``rl8lite/tracking/_pyfunc_policy.py``). Loading needs no rl8lite.
-
-        Examples:
-            >>> uri = trainer.log_policy()  # doctest: +SKIP
-            >>> mlflow.pyfunc.load_model(uri).predict(obs_batch)  # doctest: +SKIP
+        A LoggedModel (the run's Models tab) with the metrics at the current env step and later
+        evaluations linked to it, loadable by that URI or ``models:/<model id>``
+        (``trainer.tracker.model_id``) and servable with ``mlflow models serve``;
+        ``registered_model_name`` (default: the trainer's) registers a new version.
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a numpy
+        batch of observations; ``params={"deterministic": False}`` samples. Loading needs no rl8lite.
         """
-        policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
-        if "step" not in inspect.signature(self.tracker.log_policy).parameters:  # a plain Tracker
-            return self.tracker.log_policy(policy, spec, name)
-        return self.tracker.log_policy(
-            policy, spec, name, step=self.state["env/steps"],
-            registered_model_name=registered_model_name or self.registered_model_name,
-        )
+        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec, name,
+                                       step=self.state["env/steps"],
+                                       registered_model_name=registered_model_name or self.registered_model_name)
 
-    def record_video(
-        self,
-        *,
-        env_config: dict[str, Any] | None = None,
-        name: str | None = None,
-        max_steps: int = 1000,
-        deterministic: bool = True,
-    ) -> str | None:
-        """Roll the current policy out on a separate one-copy env and log a video of it.
+    def _save_policy_or_warn(self) -> None:
+        """Log the policy at the end of a run, or warn and keep its weights in a checkpoint: an export
+        that fails (``torch.export`` cannot trace a custom model) must not fail the run."""
+        reason = None
+        if self.ranks.is_main:
+            try:
+                self.log_policy()
+            except Exception as e:  # noqa: BLE001 - any export failure: warn, keep the weights
+                reason = str(e) if isinstance(e, ExportError) else f"{type(e).__name__}: {e}"
+        if not self.ranks.agree([reason is not None])[0]:
+            return
+        try:
+            kept = f"; the weights are in the checkpoint {self.save_checkpoint()}"
+        except Exception as error:  # noqa: BLE001
+            kept = f"; writing a checkpoint failed too ({type(error).__name__}: {error})"
+        if reason is not None:
+            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=4)
 
-        The env (``env_cls(1, horizon)``, reset with ``env_config``) is stepped until its
-        episode ends or ``max_steps``, and its ``render()`` frame of each step is encoded as an
-        H.264 MP4 (with the ``video`` extra; an animated GIF otherwise), downscaled to at most
-        640 pixels wide, and logged to the run as ``videos/<name or "rollout">/step_<env
-        steps>.<ext>``, with its first frame as an image under the same key (the UI's
-        image slider steps through training) and the episode's return and length as
-        metrics. The training env, buffer and random streams are untouched. Under
-        ``torchrun`` rank 0 records; the others return ``None``.
+    def record_video(self, *, env_config: dict[str, Any] | None = None, name: str | None = None,
+                     max_steps: int = 1000, deterministic: bool = True, env: Env | None = None) -> str | None:
+        """Film one episode of the current policy and log it to the run; return its artifact path.
 
-        Returns:
-            The video's artifact path in the run.
+        Copy 0 of ``env`` (an instance you built; default: the training env) is reset under
+        ``env_config`` and stepped with the policy until its episode ends or ``max_steps``. Its
+        ``render()`` frames become an H.264 MP4 (``video`` extra; a GIF otherwise) at
+        ``videos/<name or "rollout">/step_<env steps>``, its first frame an image under the same
+        key, and the episode's return and length metrics. Nothing else is built, and training
+        goes on as it would have: the training env's state is restored (an env that cannot
+        restore its state is reset at the next collect), and the random streams are left as they
+        were. Under ``torchrun`` rank 0 films; the others return ``None``.
 
         Raises:
-            NotImplementedError: The env has no ``render()``.
-            ValueError: ``render()`` returns something other than an RGB ``uint8`` array, or
-                ``max_steps`` is not a positive int.
+            NotImplementedError: The env has no ``render()``, or the model sees windows of past
+                observations (``run(steps_per_video=...)`` films those during training).
+            ValueError: ``render()`` gives no RGB ``uint8`` array, or ``max_steps`` is not an int >= 1.
         """
-        return record_video(self, env_config=env_config, name=name, max_steps=max_steps,
-                            deterministic=deterministic)
+        check_int("max_steps", max_steps, minimum=1, error=ValueError)
+        algorithm = self.algorithm
+        if not self.ranks.is_main:
+            return None
+        windowed = windows_seen(algorithm.policy.model, algorithm.env.observation_spec)
+        if windowed:
+            raise NotImplementedError(f"{windowed}: record_video feeds it one observation per step;"
+                                      " run(steps_per_video=...) films it during training")
+        target = env if env is not None else algorithm.env
+        if env is None:
+            saved = algorithm.env.state_dict() if algorithm.env.restores_state else None
+        try:
+            filming = film_instance(target, algorithm.policy, max_steps=max_steps, deterministic=deterministic,
+                                    env_config=env_config)
+        except NotImplementedError as e:
+            raise NotImplementedError(f"{type(target).__name__} has no render(): videos need an RGB frame"
+                                      f" [H, W, 3] of copy 0 at every step ({e})") from None
+        finally:
+            if env is None:
+                if saved is not None:
+                    algorithm.env.load_state_dict(saved)
+                else:
+                    algorithm.request_env_reset()
+        return log_video(self.tracker, filming, name=name or "rollout", env_steps=self.state["env/steps"])
+
+    def _film_next_episode(self) -> None:
+        if self._filming is None and self.ranks.is_main:
+            self._filming = Filming(self.algorithm.env, 1000, from_next_episode=True)
+            self.algorithm.rollout.observer = self._filming
+
+    def _log_finished_video(self) -> None:
+        filming = self._filming
+        if filming is not None and filming.done:
+            self._filming = self.algorithm.rollout.observer = None
+            self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
+                                                  env_steps=self.state["env/steps"]))
+
+    def _video_or_warn(self, film: Any) -> None:
+        try:
+            film()
+        except (NotImplementedError, ValueError) as e:  # no render(), or frames it cannot encode
+            self._filming = self.algorithm.rollout.observer = None
+            warnings.warn(f"no rollout videos: {e}", RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
         """Write everything needed to continue exactly; return the file's path.
 
-        The file is written atomically (a crash leaves the previous one intact)
-        and logged to the run as ``checkpoints/latest.pt``. Without ``path`` it
-        goes to ``<store folder>/checkpoints/<run id>/checkpoint-<env steps>.pt``.
-
-        The newest save is authoritative: once the file is complete, the run
-        folder's ``latest`` file is pointed at it (atomically, whether the
-        file is in that folder or at ``path``), and :meth:`from_checkpoint`
-        given the run id resumes from the checkpoint it names. So after resuming
-        from an earlier checkpoint, the first save replaces the abandoned
-        branch's later checkpoints as the run's latest, even though they have
-        more env steps.
+        Written atomically (a crash leaves the previous file intact), logged to the run as
+        ``checkpoints/latest.pt``, by default into ``<store folder>/checkpoints/<run id>/
+        checkpoint-<env steps>.pt``. The newest save is the run's latest (its folder's ``latest``
+        record names it), so after resuming from an earlier checkpoint the first save replaces
+        the abandoned branch's later ones as the run's latest.
 
         Args:
             path: Where to write (default: the run's checkpoint folder).
-            keep: Keep only the newest ``keep`` (an int >= 1) ``checkpoint-*.pt``
-                files of this trainer's history in the run's folder (default:
-                all): files with at most this save's env steps. Files with more,
-                left by a branch that a resume from an earlier checkpoint
-                abandoned, are left alone (never resumed from the run id, and
-                overwritten only by a save at the same env steps). Applies only
-                to saves into that folder.
+            keep: Keep only the newest ``keep`` files of this trainer's history in that folder
+                (files with more env steps, left by an abandoned branch, are left alone).
 
         Raises:
-            ValueError: ``keep`` is neither None nor an int >= 1, or there is no
-                ``path`` and the tracker has no checkpoint folder (checked before
-                anything is written or removed).
+            ValueError: ``keep`` is not an int >= 1 or None, or no ``path`` and the tracker has no
+                checkpoint folder (before anything is written or removed).
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
-        check_positive_int("keep", keep, optional=True)
-        if not self._model_rebuild_checked:  # once: a model instance is kept as class + config
-            self._model_rebuild_checked = True
+        check_int("keep", keep, minimum=1, optional=True, error=ValueError)
+        if not self._model_checked:  # a model instance is kept as its class and config
+            self._model_checked = True
             checkpoints.warn_if_model_cannot_be_rebuilt(self.algorithm)
-        return checkpoints.write_trainer_checkpoint(self, path, keep)
+        data = checkpoints.payload(self.algorithm, self.state, self.tracker)
+        return checkpoints.write(data, self.tracker, self.algorithm, path, keep)
 
     @classmethod
-    def from_checkpoint(
-        cls,
-        path_or_run_id: str | Path,
-        /,
-        *,
-        tracking_uri: str | None = None,
-        device: str | None = None,
-        progress: bool = True,
-        save_policy: bool = True,
-        tracker: tracking.Tracker | None = None,
-    ) -> Trainer:
-        """Rebuild a trainer from a checkpoint and reopen its MLflow run: the step axis
-        continues, params are not logged again.
+    def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
+                        device: str | None = None, progress: bool = True, save_policy: bool = True,
+                        tracker: tracking.Tracker | None = None, env: Env | None = None) -> Trainer:
+        """Rebuild a trainer from a checkpoint and reopen its MLflow run (the step axis continues).
 
-        ``path_or_run_id`` is a checkpoint file, a run's checkpoint folder
-        (``mlruns/checkpoints/<run id>/``), the ``latest`` record in that folder, or a run
-        id; a folder or run id means its latest checkpoint: the one written last (the
-        ``latest`` record names it; else the ``checkpoint-*.pt`` file with the most env
-        steps; else the run's ``checkpoints/latest.pt`` artifact). Pass ``tracker`` to log
-        elsewhere (needed for a checkpoint written with a custom tracker).
-
-        Classes (env, model, distribution, optimizer) are imported by dotted path.
-        ``device`` overrides the saved one (e.g. resume a CUDA run on a CPU). Under
-        ``torchrun``, every rank calls this with the same path or run id and resumes from
-        its own file; the world size must be the one that wrote the checkpoint.
+        ``path_or_run_id``: a checkpoint file, a run's checkpoint folder, the ``latest`` record
+        in it, or a run id (its latest checkpoint: the one its ``latest`` record names, else the
+        file with the most env steps, else the run's ``checkpoints/latest.pt`` artifact).
+        Classes are imported by dotted path; ``device`` overrides the saved one; ``env`` resumes
+        onto an env instance (required for a run trained on one). Under ``torchrun`` each rank
+        resumes from its own file, under the world size that wrote it.
 
         Raises:
-            CheckpointError: The file is missing, corrupt, truncated or not a checkpoint, it
-                names no MLflow run and no ``tracker`` is given, or it was written by
-                another number of processes.
+            CheckpointError: The file is missing, corrupt or not a checkpoint; it names no MLflow
+                run and no ``tracker`` is given; it was written by another number of processes;
+                or the env instance is missing or unlike the one it was written from.
         """
-        return checkpoints.resume(
-            cls, path_or_run_id, tracking_uri=tracking_uri, device=device, tracker=tracker,
-            progress=progress, save_policy=save_policy,
-        )
+        rank, world_size, _ = process_rank()
+        path = checkpoints.checkpoint_to_resume(path_or_run_id, tracking_uri, rank)
+        own = files.rank_file(path, rank)
+        data = files.read_checkpoint(own)
+        saved_world = int(data.get("world_size", 1))
+        if saved_world != world_size:
+            raise files.CheckpointError(
+                f"checkpoint {str(own)!r} was written by {saved_world} process(es) and is resumed by {world_size}:"
+                f" each rank's env copies, buffer and random streams are saved per rank, so resume with"
+                f" {saved_world} process(es) (torchrun --nproc_per_node/--nnodes)")
+        run = data["run"]
+        if tracker is None and run["run_id"] is None and rank == 0:
+            raise files.CheckpointError(f"checkpoint {str(own)!r} was written with a custom tracker and names no"
+                                        " MLflow run to reopen: pass tracker= to from_checkpoint")
+        algorithm = checkpoints.algorithm_from_payload(data, own, device, env)
+        if tracker is None and algorithm.ranks.is_main:
+            tracker = tracking.MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
+        trainer = cls(algorithm, tracker=tracker, progress=progress, save_policy=save_policy)
+        trainer.state = {k: int(v) for k, v in data["trainer"]["state"].items()}
+        files.restore_rng(data["rng"])  # last: building the algorithm drew random numbers
+        return trainer
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
@@ -406,12 +402,32 @@ class Trainer:
         finally:
             self.algorithm.close()
 
+    def _end_run(self, status: str, message: str) -> None:
+        """End the run with ``status``; under torchrun, a SIGTERM that stops the other ranks after a
+        failure waits until the run has its status."""
+        if not self.ranks.distributed or threading.current_thread() is not threading.main_thread():
+            self.tracker.end(status, message=message)
+            return
+        with SignalRequests():  # the handlers only record a signal
+            self.tracker.end(status, message=message)
+
     def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        status, message = exit_status(exc_type, exc)
-        self.close(status, message=message)
+        if exc_type is None:
+            self.close()
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close("KILLED", message="KeyboardInterrupt")
+        else:
+            self.close("FAILED", message=f"{exc_type.__name__}: {exc}")
+
+
+def _exit_for(signum: int) -> NoReturn:
+    """Leave as a stop signal asks: ``KeyboardInterrupt`` for SIGINT, else exit ``128 + signum``."""
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
 
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.

@@ -1,13 +1,11 @@
 """What a policy carries from one time step to the next, in the rollout and in the update.
 
-:class:`Feedforward` carries nothing: the rollout samples each step on its own, and the
-update evaluates single time steps (its variant
-:class:`~rl8lite.algorithms.windowed.Windowed` carries windows of past observations;
-:func:`~rl8lite.algorithms.carry.recurrence_for` picks one). :class:`Recurrent` carries an LSTM-style
-state: the rollout threads it through the steps (zeroed where an episode ends),
-stores it at each sequence start, and the update unrolls ``seq_len``-step sequences
-from there (truncated backpropagation through time). The rollout and the update
-call the same few methods on either, so there is one collect and one update.
+:class:`Feedforward` carries nothing: the rollout samples each step on its own and the update
+evaluates single time steps (its variant :class:`~rl8lite.algorithms.windowed.Windowed` carries
+windows of past observations). :class:`Recurrent` carries a recurrent state: the rollout threads
+it through the steps (zeroed where an episode ends) and stores it at each sequence start, and the
+update unrolls ``seq_len``-step sequences from there (truncated backpropagation through time).
+The rollout and the update call the same few methods on either: one collect, one update.
 """
 
 from __future__ import annotations
@@ -18,10 +16,10 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys
+from ..policies import Policy
 from ..runtime.memory import tensor_bytes
+from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows
 from .chunks import in_chunks
-from .policy import Policy
-from .update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 
 Observation = torch.Tensor | TensorDict
 
@@ -82,6 +80,8 @@ class Feedforward:
         self.chunk_rows = chunk_rows
         self.act_fn = torch.compile(policy.act) if compile_sampling else policy.act
         self.sample_fn = torch.compile(policy.sample_actions) if compile_sampling else policy.sample_actions
+        #: The sampling step replaced by a captured CUDA graph (:mod:`rl8lite.algorithms.graphs`).
+        self.graphed_sample: Any = None
 
     @property
     def values_after_rollout(self) -> bool:
@@ -100,6 +100,8 @@ class Feedforward:
 
     def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """``(actions, logp)`` of step ``t`` from the actor alone (:attr:`values_after_rollout`)."""
+        if self.graphed_sample is not None:
+            return self.graphed_sample(obs, deterministic)
         return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
@@ -320,4 +322,3 @@ class Recurrent:
         self.states = state["states"].to(self.device)
         self.sequence_states = state["sequence_states"].to(self.device)
         self.seqs = int(state["seqs"])
-

@@ -10,8 +10,8 @@ from torch import nn
 
 from ..data import DataKeys
 from ..specs import Composite, Spec, Unbounded
-from ._base import Model
-from .mlp import flat_obs_size, flatten_obs, mlp
+from .base import Model
+from .default import flat_obs_size, flatten_obs, mlp
 
 
 class RecurrentModel(Model):

@@ -1,0 +1,112 @@
+"""CUDA graphs: the collect's time steps and the update's minibatch step, captured and replayed.
+
+On a GPU a small batch's step is bound by kernel launches, not arithmetic; a captured graph
+launches hundreds of kernels at once. Each function is run eagerly once (lazy state such as
+the optimizer's is made then), captured the next time it is called with the same input
+sizes, and replayed from then on: inputs are copied into the tensors the graph reads, outputs
+read from the tensors it writes. What a graph reads must keep its memory: the buffer, the
+parameters, the optimizer's state, and, for a captured rollout, the env's state (an env says
+so with ``Env.capturable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def unsupported(device: torch.device, *, recurrent: bool, windowed: bool, optimizer_cls: type,
+                amp: bool, distributed: bool, chunked: bool) -> str | None:
+    """Why the update and the sampling step cannot be captured, or ``None`` when they can."""
+    reasons = {
+        "not a CUDA device": device.type != "cuda",
+        "a recurrent policy": recurrent,
+        "a policy with view windows": windowed,
+        "an optimizer other than Adam/AdamW": optimizer_cls not in (torch.optim.Adam, torch.optim.AdamW),
+        "mixed precision": amp,
+        "several processes": distributed,
+        "collect chunks": chunked,
+    }
+    return next((reason for reason, applies in reasons.items() if applies), None)
+
+
+def capturable_optimizer_kwargs(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Adam/AdamW keywords for a captured step: fused, capturable, and the learning rate a
+    device tensor (a number would be fixed in the graph; schedules fill the tensor)."""
+    lr = kwargs.get("lr", 1e-3)
+    return {**kwargs, "fused": True, "capturable": True, "foreach": None,
+            "lr": torch.tensor(float(lr), device=device)}
+
+
+def _capture(fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = fn()
+    return graph, outputs
+
+
+class GraphedStep:
+    """The update's minibatch step (``step(batch, units, row) -> grad norm``) as one graph per
+    minibatch size. ``before_capture`` runs first (it drops the gradients, which the captured
+    backward then makes in the graph's memory)."""
+
+    def __init__(self, step: Callable[..., torch.Tensor], before_capture: Callable[[], None]) -> None:
+        self.step, self.before_capture = step, before_capture
+        self.seen: set[int] = set()
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, batch: Any, units: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+        size = units.shape[0]
+        if size not in self.graphs:
+            if size not in self.seen:
+                self.seen.add(size)
+                return self.step(batch, units, row)
+            static_units, static_row = units.clone(), row.clone()
+            self.before_capture()
+            graph, norm = _capture(lambda: self.step(batch, static_units, static_row))
+            self.graphs[size] = (graph, static_units, static_row, norm)
+        graph, static_units, static_row, norm = self.graphs[size]
+        static_units.copy_(units)
+        graph.replay()
+        row.copy_(static_row)
+        return norm.clone()
+
+
+class GraphedSampling:
+    """The policy's sampling step ``sample(obs, deterministic=) -> (actions, logp)`` as a graph
+    per ``deterministic``; returns copies (the env may keep the actions it is given)."""
+
+    def __init__(self, sample: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.sample = sample
+        self.seen: set[bool] = set()
+        self.graphs: dict[bool, tuple[torch.cuda.CUDAGraph, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def __call__(self, obs: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        if deterministic not in self.graphs:
+            if deterministic not in self.seen:
+                self.seen.add(deterministic)
+                return self.sample(obs, deterministic=deterministic)
+            static_obs = obs.clone()
+            graph, outputs = _capture(lambda: self.sample(static_obs, deterministic=deterministic))
+            self.graphs[deterministic] = (graph, static_obs, outputs)
+        graph, static_obs, (actions, logp) = self.graphs[deterministic]
+        static_obs.copy_(obs)
+        graph.replay()
+        return actions.clone(), logp.clone()
+
+
+class GraphedRollout:
+    """A collect's whole time loop ``steps(deterministic)`` (policy, env step, buffer writes) as a
+    graph per ``deterministic``, for an env whose step is capturable. Its input is the buffer's
+    first column; it returns nothing (everything goes to the buffer)."""
+
+    def __init__(self, steps: Callable[[bool], Any]) -> None:
+        self.steps = steps
+        self.graphs: dict[bool, torch.cuda.CUDAGraph] = {}
+
+    def __call__(self, deterministic: bool) -> None:
+        if deterministic not in self.graphs:
+            self.graphs[deterministic] = _capture(lambda: self.steps(deterministic))[0]
+        self.graphs[deterministic].replay()
