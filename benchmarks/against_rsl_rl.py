@@ -148,12 +148,12 @@ class CartPoleVecEnv(VecEnv):
     """rl8lite's batched CartPole behind rsl_rl's ``VecEnv``: observations under ``"policy"``,
     ``dones`` = terminated or truncated, truncations as ``extras["time_outs"]``."""
 
-    def __init__(self, num_envs: int) -> None:
-        self.env = CartPole(num_envs, HORIZON)
+    def __init__(self, num_envs: int, device: str = "cpu") -> None:
+        self.env = CartPole(num_envs, HORIZON, device=device)
         self.num_envs, self.num_actions = num_envs, 1
         self.max_episode_length = CartPole.max_episode_steps
-        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
-        self.device, self.cfg = "cpu", {}
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.device, self.cfg = device, {}
         self.obs = self.env.reset()
 
     def get_observations(self) -> TensorDict:
@@ -197,10 +197,10 @@ def jsonable(value: Any) -> Any:
 class RslRl:
     """rsl_rl's runner on :class:`CartPoleVecEnv`, its models initialised as rl8lite's."""
 
-    def __init__(self, num_envs: int) -> None:
+    def __init__(self, num_envs: int, device: str = "cpu") -> None:
         torch.manual_seed(SEED)
         with contextlib.redirect_stdout(io.StringIO()):  # it prints both models
-            self.runner = OnPolicyRunner(CartPoleVecEnv(num_envs), rsl_rl_config(), log_dir=None, device="cpu")
+            self.runner = OnPolicyRunner(CartPoleVecEnv(num_envs, device), rsl_rl_config(), log_dir=None, device=device)
         alg = self.runner.alg
         for model, head_gain in ((alg.actor, 0.01), (alg.critic, 1.0)):  # [Linear, Tanh, Linear, Tanh, Linear]
             model.mlp.init_weights([math.sqrt(2), None, math.sqrt(2), None, head_gain])
@@ -223,8 +223,8 @@ class RslRl:
 
 
 class Rl8lite:
-    def __init__(self, num_envs: int) -> None:
-        self.algo = Algorithm(CartPole, num_envs=num_envs, **RL8LITE_CONFIG)
+    def __init__(self, num_envs: int, device: str = "cpu", **options: Any) -> None:
+        self.algo = Algorithm(CartPole, num_envs=num_envs, device=device, **{**RL8LITE_CONFIG, **options})
 
     def iterations(self, n: int) -> None:
         for _ in range(n):

@@ -40,11 +40,10 @@ def _cpu_model() -> str:
 
 
 def provenance() -> dict[str, Any]:
-    """Date (UTC), commit (``+dirty`` with uncommitted changes), CPU (model, torch's vector
-    ISA, the default model's tanh formula on it), cores, GPU, versions."""
-    from rl8lite.models.mlp import cpu_tanh_formula
-
-    commit = _git("rev-parse", "--short=10", "HEAD")
+    """Date (UTC), commit (``+dirty`` with uncommitted changes; ``RL8LITE_COMMIT`` where the
+    copy has no git history, as on a lent GPU machine), CPU (model, torch's vector ISA), cores,
+    GPU, versions."""
+    commit = _git("rev-parse", "--short=10", "HEAD") or os.environ.get("RL8LITE_COMMIT", "")
     # results files are not code: a script writing one must not mark the next one dirty
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks",
                       ":(exclude)benchmarks/results"))
@@ -53,7 +52,6 @@ def provenance() -> dict[str, Any]:
         "commit": commit + ("+dirty" if dirty else ""),
         "cpu": _cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cpu_tanh": cpu_tanh_formula(),
         "cores": os.cpu_count(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch_threads": torch.get_num_threads(),

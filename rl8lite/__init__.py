@@ -1,7 +1,5 @@
 """rl8lite: a small, fast, MLflow-tracked PPO trainer for batched, torch-native environments."""
 
-from importlib.metadata import version as _version
-
 from .algorithms import (
     Algorithm,
     AlgorithmConfig,
@@ -11,9 +9,10 @@ from .algorithms import (
     RecurrentAlgorithmConfig,
 )
 from .env import Env
+from .runtime.imports import package_version
 from .trainers import RecurrentTrainer, TrainConfig, Trainer
 
-__version__ = _version("rl8lite")
+__version__ = package_version("rl8lite")
 
 __all__ = [
     "Algorithm", "AlgorithmConfig", "AlgorithmState", "ConfigError", "Env", "RecurrentAlgorithm",

@@ -17,7 +17,6 @@ import sysconfig
 import tempfile
 import traceback
 from pathlib import Path
-from importlib.metadata import version
 from typing import TextIO
 
 from .algorithms import Algorithm, ConfigError
@@ -27,6 +26,7 @@ from .conditions import HitsUpperBound
 from .env import EnvConfigError
 from .runtime.checkpoint_files import CheckpointError
 from .runtime.distributed import DistributedError, Ranks
+from .runtime.imports import package_version
 from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
 from .tracking.export import ExportError, export_policy
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer."
     )
-    parser.add_argument("--version", action="version", version=f"rl8lite {version('rl8lite')}")
+    parser.add_argument("--version", action="version", version=f"rl8lite {package_version('rl8lite')}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = commands.add_parser(
         "train",

@@ -6,7 +6,6 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..nn.ppo import gae
 from ..policies import Policy, build_policy
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
-from ..runtime.imports import qualified_name
+from ..runtime.imports import package_version, qualified_name
 from ..runtime.memory import device_memory, keep_freed_memory, optimizer_bytes, tensor_bytes
 from ..runtime.checkpoint_files import seed_everything
 from ..schedulers import EntropyScheduler, LRScheduler
@@ -237,6 +236,7 @@ class Algorithm:
             collects = math.ceil(max_steps / hp.horizon) if max_steps else 1
         restores = self.env.restores_state and not self._needs_reset
         saved_env = self.env.state_dict() if restores else None
+        config_key = self.rollout.env_config_key
         saved_buffer, saved_carry = self.buffer.clone(), self.recurrence.state_dict()
         statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards,
                                        device=self.device, whole=self.whole_batch, window=None)
@@ -248,6 +248,7 @@ class Algorithm:
             self.recurrence.load_state_dict(saved_carry)
             if saved_env is not None:
                 self.env.load_state_dict(saved_env)
+                self.rollout.env_config_key = config_key
             else:
                 self._needs_reset = True
         return merge_collects(results)
@@ -321,10 +322,13 @@ class Algorithm:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (onto this algorithm's device)."""
         self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])  # new state tensors: capture anew
         if self.graphs_off is None:  # captured graphs read the learning rate from a device tensor
             for group in self.optimizer.param_groups:
                 group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device).clone()
+            for graphed in (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample):
+                if graphed is not None:
+                    graphed.forget()
         if self.update.grad_scaler is not None and state.get("grad_scaler"):
             self.update.grad_scaler.load_state_dict(state["grad_scaler"])
         self.lr_scheduler.set(float(state["lr"]))
@@ -390,7 +394,7 @@ class Algorithm:
             "model_config": getattr(self.policy.model, "config", hp.model_config),
             "num_parameters": sum(p.numel() for p in self.policy.parameters()),
             "world_size": self.ranks.world_size,  # num_envs is per process
-            "versions/rl8lite": version("rl8lite"), "versions/torch": torch.__version__,
+            "versions/rl8lite": package_version("rl8lite"), "versions/torch": torch.__version__,
             "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__,
         })
         return params

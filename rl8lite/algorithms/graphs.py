@@ -57,6 +57,11 @@ class GraphedStep:
         self.seen: set[int] = set()
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
+    def forget(self) -> None:
+        """Drop the graphs (the optimizer's state tensors were replaced): run eagerly, capture anew."""
+        self.seen.clear()
+        self.graphs.clear()
+
     def __call__(self, batch: Any, units: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
         size = units.shape[0]
         if size not in self.graphs:
@@ -83,6 +88,10 @@ class GraphedSampling:
         self.seen: set[bool] = set()
         self.graphs: dict[bool, tuple[torch.cuda.CUDAGraph, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
 
+    def forget(self) -> None:
+        self.seen.clear()
+        self.graphs.clear()
+
     def __call__(self, obs: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic not in self.graphs:
             if deterministic not in self.seen:
@@ -98,15 +107,18 @@ class GraphedSampling:
 
 
 class GraphedRollout:
-    """A collect's whole time loop ``steps(deterministic)`` (policy, env step, buffer writes) as a
-    graph per ``deterministic``, for an env whose step is capturable. Its input is the buffer's
-    first column; it returns nothing (everything goes to the buffer)."""
+    """A collect's whole time loop ``steps(key)`` (policy, env step, buffer writes) as a graph
+    per ``key`` (sampling and env config), for an env whose step is capturable. Its input is the
+    buffer's first column; everything it computes goes to the buffer."""
 
-    def __init__(self, steps: Callable[[bool], Any]) -> None:
+    def __init__(self, steps: Callable[[Any], Any]) -> None:
         self.steps = steps
-        self.graphs: dict[bool, torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[Any, torch.cuda.CUDAGraph] = {}
 
-    def __call__(self, deterministic: bool) -> None:
-        if deterministic not in self.graphs:
-            self.graphs[deterministic] = _capture(lambda: self.steps(deterministic))[0]
-        self.graphs[deterministic].replay()
+    def forget(self) -> None:
+        self.graphs.clear()
+
+    def __call__(self, key: Any) -> None:
+        if key not in self.graphs:
+            self.graphs[key] = _capture(lambda: self.steps(key))[0]
+        self.graphs[key].replay()

@@ -218,6 +218,8 @@ class Rollout:
         self._checked_actions = False
         #: The time loop as a CUDA graph (:class:`~rl8lite.algorithms.graphs.GraphedRollout`), if any.
         self.graphed: Any = None
+        #: ``repr`` of the env config of the last reset (a captured step bakes the env's parameters in).
+        self.env_config_key = "None"
         #: Called with every env step's output while set (rollout videos); the loop then runs eagerly.
         self.observer: Any = None
 
@@ -225,6 +227,7 @@ class Rollout:
         """A reset's observations (restarting the recurrence), or where the last collect ended."""
         obs_buf = self.buffer[DataKeys.OBS]
         if reset:
+            self.env_config_key = repr(env_config)
             obs = self.env.reset(config=env_config)
             check_batch(obs, self.env.observation_spec, self.num_envs, f"{self.env_name}.reset output")
             obs_buf[:, 0] = obs
@@ -237,7 +240,7 @@ class Rollout:
     def run(self, obs: Observation, *, deterministic: bool) -> Observation:
         """Step ``horizon`` times from ``obs``; return the observation after the last step."""
         if self.graphed is not None and self.episodic is not None and self.observer is None:
-            self.graphed(deterministic)
+            self.graphed((deterministic, self.env_config_key))
             return self.buffer[DataKeys.OBS][:, self.horizon]
         t = [0]
         try:
@@ -250,10 +253,11 @@ class Rollout:
                           env_name=self.env_name)
             raise
 
-    def captured_steps(self, deterministic: bool) -> None:
-        """The time loop as :class:`~rl8lite.algorithms.graphs.GraphedRollout` captures it: from the
-        buffer's first column, with the structure the last eager collect found."""
-        self._steps(self.buffer[DataKeys.OBS][:, 0], deterministic, [0], checked=True)
+    def captured_steps(self, key: tuple[bool, str]) -> None:
+        """The time loop as :class:`~rl8lite.algorithms.graphs.GraphedRollout` captures it, for
+        ``(deterministic, the env config of the last reset)``: from the buffer's first column,
+        with the structure the last eager collect found."""
+        self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
     def _steps(self, obs: Observation, deterministic: bool, t_now: list[int], checked: bool = False) -> Observation:
         n, env, recurrence, buf = self.num_envs, self.env, self.recurrence, self.buffer

@@ -63,6 +63,11 @@ class Env(ABC):
     #: live outside its attributes (e.g. Gymnasium envs) sets it to ``False``, and an
     #: algorithm loading its state resets it at the next collect.
     restores_state: ClassVar[bool] = True
+    #: Whether :meth:`step` can be captured in a CUDA graph and replayed: it reads and writes its
+    #: state in place (the same tensors, across :meth:`reset` and :meth:`load_state_dict` too), reads
+    #: nothing back to the host, and returns tensors of fixed shapes. The collect then replays its
+    #: whole time loop on a GPU (``AlgorithmConfig.cuda_graphs``); else only the policy's step.
+    capturable: ClassVar[bool] = False
 
     observation_spec: Spec
     action_spec: Spec
@@ -145,10 +150,15 @@ class Env(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (tensors copied to the env's device:
-        an env that updates its tensors in place never writes into ``state``)."""
+        """Restore what :meth:`state_dict` returned: a tensor into the attribute's own tensor when
+        they match (shape, dtype), else a copy on the env's device; other values as they are."""
         for key, value in state.items():
-            setattr(self, key, value.to(self.device, copy=True) if isinstance(value, torch.Tensor) else value)
+            current = getattr(self, key, None)
+            if isinstance(value, torch.Tensor) and isinstance(current, torch.Tensor) and not current.is_inference() and (
+                    current.shape == value.shape and current.dtype == value.dtype):
+                current.copy_(value)
+            else:
+                setattr(self, key, value.to(self.device, copy=True) if isinstance(value, torch.Tensor) else value)
 
 
 _NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon"}

@@ -48,6 +48,7 @@ class CartPole(Env):
     """
 
     max_episode_steps: ClassVar[int] = DEFAULTS["max_episode_steps"]
+    capturable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -69,8 +70,11 @@ class CartPole(Env):
         return state.uniform_(-0.05, 0.05)
 
     def _reset_state(self) -> None:
-        # Normal tensors even when reset under a collect's inference mode: the step updates
-        # them in place, which inference tensors refuse outside that mode.
+        if hasattr(self, "state"):  # in place: a captured step (capturable) keeps reading these tensors
+            self.state.copy_(self._initial_states())
+            self.elapsed.zero_()
+            return
+        # Normal tensors even when built under inference mode: the step updates them in place.
         with torch.inference_mode(False):
             self.state = self._initial_states()
             self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 
@@ -18,6 +19,15 @@ MOVED_MODULES = {
     "rl8lite.trainer": "rl8lite.trainers",
     "rl8lite.train_config": "rl8lite.trainers",
 }
+
+
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name`` (``"unknown"`` when it is not installed,
+    e.g. imported from a source tree)."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def qualified_name(obj: Any) -> str:
