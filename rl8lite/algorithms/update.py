@@ -99,6 +99,8 @@ class PPOUpdate:
         self.skips_on_device = self.grad_scaler is None and any(g.get("fused") for g in optimizer.param_groups)
         #: Entropy coefficient, a tensor so that compiled or captured code reads its current value.
         self.coeff = torch.zeros((), device=device)
+        #: The batch's advantage normalisation ``(mean, std + eps)``, copied in every update.
+        self.advantage_normalization = (torch.zeros((), device=device), torch.ones((), device=device))
         #: Set on the device at the first non-finite loss (0) or gradient norm (1) of a pass.
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
@@ -113,6 +115,10 @@ class PPOUpdate:
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
         chunk = max(1, (self.chunk_samples or minibatch * unit) // unit)
         self.coeff.fill_(entropy_coeff)
+        if batch.advantage_normalization is not None:  # into tensors a captured step keeps reading
+            for static, value in zip(self.advantage_normalization, batch.advantage_normalization):
+                static.copy_(value)
+            batch.advantage_normalization = self.advantage_normalization
         # Per chunk, its losses and monitors in a row of a preallocated table, summed
         # sample-weighted once at the end.
         chunks_per_pass = sum(math.ceil(min(minibatch, size - m) / chunk) for m in range(0, size, minibatch))
