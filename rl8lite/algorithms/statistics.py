@@ -73,7 +73,7 @@ def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_ret
     step (the episode's totals where it ends), from ``[N, T]`` rewards and ``terminated |
     truncated``, and what each copy's ongoing episode had before the collect (``[N]``)."""
     parts = [_episode_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
-             for rows in copy_slices(*rewards.shape)]
+             for rows in copy_slices(*rewards.shape, rewards.device)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 

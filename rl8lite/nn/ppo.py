@@ -25,8 +25,12 @@ if TYPE_CHECKING:
 SLICE_ELEMENTS = 2**16
 
 
-def copy_slices(num_copies: int, num_steps: int, elements: int = SLICE_ELEMENTS) -> list[slice]:
-    """Slices of copies with at most ``elements`` ``[copies, T]`` elements each (at least one copy)."""
+def copy_slices(num_copies: int, num_steps: int, device: torch.device | str = "cpu",
+                elements: int = SLICE_ELEMENTS) -> list[slice]:
+    """Slices of copies with at most ``elements`` ``[copies, T]`` elements each (at least one copy)
+    on a CPU, where they stay in cache; one slice elsewhere (a GPU pays per kernel launch)."""
+    if torch.device(device).type != "cpu":
+        return [slice(0, num_copies)]
     per_slice = max(1, elements // max(1, num_steps))
     return [slice(start, min(start + per_slice, num_copies)) for start in range(0, num_copies, per_slice)]
 
@@ -78,7 +82,7 @@ def gae(
     if out is None and not differentiable:
         out = (rewards.new_empty(num_envs, num_steps, dtype=dtype), rewards.new_empty(num_envs, num_steps, dtype=dtype))
     parts = []
-    for rows in copy_slices(num_envs, num_steps):
+    for rows in copy_slices(num_envs, num_steps, rewards.device):
         deltas, continues = _deltas_and_continues(
             rewards[rows].to(dtype), values[rows].to(dtype), gamma,
             None if terminated is None else terminated[rows],
