@@ -43,10 +43,10 @@ def provenance() -> dict[str, Any]:
     """Date (UTC), commit (``+dirty`` with uncommitted changes; ``RL8LITE_COMMIT`` where the
     copy has no git history, as on a lent GPU machine), CPU (model, torch's vector ISA), cores,
     GPU, versions."""
-    commit = _git("rev-parse", "--short=10", "HEAD") or os.environ.get("RL8LITE_COMMIT", "")
+    commit = os.environ.get("RL8LITE_COMMIT") or _git("rev-parse", "--short=10", "HEAD")
     # results files are not code: a script writing one must not mark the next one dirty
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks",
-                      ":(exclude)benchmarks/results"))
+    dirty = not os.environ.get("RL8LITE_COMMIT") and bool(_git(
+        "status", "--porcelain", "--untracked-files=no", "--", "rl8lite", "benchmarks", ":(exclude)benchmarks/results"))
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit + ("+dirty" if dirty else ""),
