@@ -1,43 +1,261 @@
-"""Views: windows of past steps that a model asks for, per observation key (rl8's ``rl8.views``).
+"""Windows of past steps over sequences ``[B, T, ...]`` (rl8's ``rl8.views``).
 
-A model declares ``view_requirements = {key: ViewRequirement(shift=k)}`` and then sees, for
-that key, the ``k + 1`` steps ending at the current one instead of the current step alone.
-On a batch ``[B, T, ...]`` (``B`` copies of an env, ``T`` steps) a view is applied in one
-of two ways:
-
-- ``apply_last``: the window ending at the last step of each copy (to sample actions);
-- ``apply_all``: the window ending at every step, flattened into the batch (to train).
-
-and by one of two methods: ``"rolling_window"`` keeps whole windows only, dropping the
-first ``k`` steps of every sequence; ``"padded_rolling_window"`` (the default) puts zeros
-in front of the sequence and says which steps are padding: the item becomes a TensorDict
-with the window under ``DataKeys.INPUTS`` and a boolean ``DataKeys.PADDING_MASK``,
-``True`` at padding. The windows themselves are built in :mod:`rl8lite.windows`.
+A model declares ``view_requirements = {key: ViewRequirement(shift=k)}`` to see the ``k + 1``
+steps ending at each step. Steps before the sequence (or its episode) are padding: zeros in
+``DataKeys.INPUTS``, ``True`` in ``DataKeys.PADDING_MASK`` (attention's ``key_padding_mask``).
+Windows are strided views (:meth:`torch.Tensor.unfold`), not per-step copies. Over a rollout
+buffer, :func:`windows_at_every_step` and :func:`window_at_last_step` build windows that never
+mix two episodes, given each step's index in its episode (:func:`episode_steps`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol
 
+import torch
 from tensordict import TensorDict
 
-from .windows import (
-    Item,
-    check_sequence,
-    pad_last_sequence,
-    pad_whole_sequence,
-    per_leaf,
-    rolling_window,
-    windows_at_every_step,
-)
+from .data import DataKeys
 
 __all__ = [
     "PaddedRollingWindow", "RollingWindow", "View", "ViewKind", "ViewMethod", "ViewRequirement",
-    "pad_last_sequence", "pad_whole_sequence", "rolling_window",
+    "episode_steps", "pad_last_sequence", "pad_whole_sequence", "rolling_window",
+    "window_at_last_step", "window_padding_mask", "windows_at_every_step", "zero_padding",
 ]
 
+#: What a window is taken over: a tensor, or a TensorDict (nested keys included).
+Item = torch.Tensor | TensorDict
 ViewKind = Literal["last", "all"]
 ViewMethod = Literal["rolling_window", "padded_rolling_window"]
+
+
+def _check_sequence(x: Item, size: int) -> tuple[int, int]:
+    """``(B, T)`` of ``x`` ``[B, T, ...]``; a clear error for a window that cannot be taken."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"a window's size must be an int >= 1, got {size!r}")
+    if len(x.shape) < 2:
+        shape = list(x.shape)
+        raise ValueError(f"expected a batch [B, T, ...] with a time dimension, got shape {shape}")
+    return x.shape[0], x.shape[1]
+
+
+def _per_leaf(fn: Callable[[torch.Tensor], Item], x: Item, batch_size: list[int]) -> Item:
+    """``fn`` on a tensor, or on every leaf of a TensorDict."""
+    return fn(x) if isinstance(x, torch.Tensor) else x.apply(fn, batch_size=batch_size)
+
+
+def _windows_td(inputs: torch.Tensor, padding_mask: torch.Tensor) -> TensorDict:
+    """``{INPUTS, PADDING_MASK}``, batch ``[B, T]`` (the mask's first two dims)."""
+    return TensorDict({DataKeys.INPUTS: inputs, DataKeys.PADDING_MASK: padding_mask},
+                      batch_size=padding_mask.shape[:2], device=inputs.device)
+
+
+def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Tensor:
+    """Windows of ``size`` steps over ``x`` ``[B, T, ...]``, starting every ``step`` steps:
+    ``[B, (T - size) // step + 1, size, ...]``, a view of ``x`` (writes into ``x`` show).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.arange(8.0).reshape(2, 4)
+        >>> rolling_window(x, 2)[0]
+        tensor([[0., 1.],
+                [1., 2.],
+                [2., 3.]])
+        >>> rolling_window(x, 2).untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        True
+    """
+    _, num_steps = _check_sequence(x, size)
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise ValueError(f"a rolling window's step must be an int >= 1, got {step!r}")
+    if size > num_steps:
+        raise ValueError(f"a window of {size} steps does not fit in a sequence of {num_steps}")
+    return x.unfold(1, size, step).movedim(-1, 2)
+
+
+def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
+    """The last ``size`` steps of each sequence of ``x`` ``[B, T, ...]``, zeros in front
+    where there are fewer: TensorDict ``[B, size]`` with ``INPUTS`` (a view of ``x`` when
+    ``T >= size``) and ``PADDING_MASK``.
+
+    Examples:
+        >>> import torch
+        >>> out = pad_last_sequence(torch.tensor([[1.0], [2.0]]), 3)
+        >>> out["inputs"]
+        tensor([[0., 0., 1.],
+                [0., 0., 2.]])
+        >>> out["padding_mask"][0]
+        tensor([ True,  True, False])
+    """
+    batch, num_steps = _check_sequence(x, size)
+    if num_steps >= size:
+        inputs = x[:, num_steps - size:]
+    else:
+        inputs = x.new_zeros(batch, size, *x.shape[2:])
+        inputs[:, size - num_steps:] = x
+    steps = torch.arange(num_steps - 1, num_steps, device=x.device).expand(batch)
+    return _windows_td(inputs, window_padding_mask(steps, size))
+
+
+def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
+    """Each sequence of ``x`` ``[B, T, ...]`` behind ``size - 1`` zero steps, so that every
+    step ends a window of ``size``: TensorDict ``[B, T + size - 1]`` (new tensors) with
+    ``INPUTS`` and ``PADDING_MASK``.
+
+    Examples:
+        >>> import torch
+        >>> out = pad_whole_sequence(torch.tensor([[1.0, 2.0]]), 2)
+        >>> out["inputs"], out["padding_mask"]
+        (tensor([[0., 1., 2.]]), tensor([[ True, False, False]]))
+    """
+    batch, num_steps = _check_sequence(x, size)
+    inputs = x.new_zeros(batch, num_steps + size - 1, *x.shape[2:])
+    inputs[:, size - 1:] = x
+    steps = torch.arange(-(size - 1), num_steps, device=x.device).expand(batch, -1)
+    return _windows_td(inputs, steps < 0)
+
+
+def episode_steps(
+    episode_ends: torch.Tensor, /, *, initial: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``[B, T + 1]``: the index of each of ``T + 1`` observations in its episode, given
+    ``episode_ends`` ``[B, T]`` (an episode ended at step ``t``, so observation ``t + 1``
+    starts the next) and the ``initial`` ``[B]`` index of observation 0 (default 0).
+
+    Examples:
+        >>> import torch
+        >>> episode_steps(torch.tensor([[False, True, False]]), initial=torch.tensor([4]))
+        tensor([[4, 5, 0, 1]])
+    """
+    batch, num_steps = episode_ends.shape
+    index = torch.arange(num_steps + 1, device=episode_ends.device).expand(batch, -1)
+    first = torch.zeros(batch, 1, dtype=torch.bool, device=episode_ends.device)
+    starts = torch.cat([first, episode_ends.bool()], dim=1)
+    last_start = torch.where(starts, index, 0).cummax(dim=1).values
+    steps = index - last_start
+    if initial is not None:
+        steps = steps + torch.where(last_start == 0, initial.reshape(-1, 1).long(), 0)
+    return steps
+
+
+def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tensor:
+    """``[..., size]``: which steps of windows of ``size`` are padding, given the index
+    ``[...]`` of each window's last step in its episode (:func:`episode_steps`). Position
+    ``j`` is the step ``size - 1 - j`` before the last.
+
+    Examples:
+        >>> import torch
+        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3)
+        tensor([[ True,  True, False],
+                [ True, False, False],
+                [False, False, False]])
+    """
+    offsets = torch.arange(size - 1, -1, -1, device=episode_steps.device)
+    return offsets > episode_steps.unsqueeze(-1)
+
+
+def windows_at_every_step(
+    x: Item, size: int, /, *, history: int = 0, episode_steps: torch.Tensor | None = None
+) -> TensorDict:
+    """The window of ``size`` steps ending at each step of ``x`` ``[B, history + T, ...]``
+    after its first ``history`` (e.g. the previous collect's last steps), as TensorDict
+    ``[B, T]``: ``INPUTS`` ``[B, T, size, ...]`` and ``PADDING_MASK`` ``[B, T, size]``, per
+    leaf of a TensorDict ``x`` (one shared mask). With ``history >= size - 1`` the windows
+    are views of ``x``, else of one copy of ``x`` behind zeros.
+
+    ``episode_steps`` ``[B, T]`` is each window's last step's index in its episode (default
+    ``history + t``); earlier steps are padding but still hold the previous episode's steps:
+    :func:`zero_padding` what you index.
+
+    Examples:
+        >>> import torch
+        >>> obs = torch.tensor([[1.0, 2.0, 3.0]])
+        >>> windows = windows_at_every_step(obs, 2, episode_steps=torch.tensor([[0, 1, 0]]))
+        >>> windows["inputs"][0]
+        tensor([[0., 1.],
+                [1., 2.],
+                [2., 3.]])
+        >>> windows["padding_mask"][0]
+        tensor([[ True, False],
+                [False, False],
+                [ True, False]])
+    """
+    batch, length = _check_sequence(x, size)
+    if not 0 <= history <= length - 1:
+        raise ValueError(f"history must be in [0, {length - 1}] for {length} steps, got {history}")
+    num_windows = length - history
+    available = history + torch.arange(num_windows, device=x.device).expand(batch, -1)
+    if episode_steps is None:
+        steps = available
+    else:
+        if tuple(episode_steps.shape) != (batch, num_windows):
+            raise ValueError(f"episode_steps must be [B, T] = {[batch, num_windows]}, "
+                             f"got {list(episode_steps.shape)}")
+        steps = torch.minimum(episode_steps.to(available.dtype), available)
+    padding_mask = window_padding_mask(steps, size)
+    missing = max(size - 1 - history, 0)
+
+    def windows(t: torch.Tensor) -> TensorDict:
+        if missing:
+            padded = t.new_zeros(batch, missing + length, *t.shape[2:])
+            padded[:, missing:] = t
+            t = padded
+        last = rolling_window(t, size)[:, t.shape[1] - size + 1 - num_windows:]
+        return _windows_td(last, padding_mask)
+
+    return _per_leaf(windows, x, [batch, num_windows])
+
+
+def window_at_last_step(
+    x: Item, size: int, /, *, episode_step: torch.Tensor | None = None
+) -> TensorDict:
+    """The window of ``size`` steps ending at the last step of ``x`` ``[B, L, ...]``, padding
+    zeroed (what a model sees when it acts): TensorDict ``[B, size]`` (new tensors) of
+    ``INPUTS`` and ``PADDING_MASK``, per leaf. ``episode_step`` ``[B]`` is the last step's
+    index in its episode (default: the episode starts at ``x``'s first step).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.tensor([[1.0, 2.0, 3.0]])
+        >>> window_at_last_step(x, 3, episode_step=torch.tensor([1]))["inputs"]
+        tensor([[0., 2., 3.]])
+    """
+    batch, _ = _check_sequence(x, size)
+    episode_padding = (
+        None if episode_step is None else window_padding_mask(episode_step.reshape(batch), size)
+    )
+
+    def window(t: torch.Tensor) -> TensorDict:
+        out = pad_last_sequence(t, size)
+        if episode_padding is not None:
+            out[DataKeys.PADDING_MASK] = out[DataKeys.PADDING_MASK] | episode_padding
+        return zero_padding(out)
+
+    return _per_leaf(window, x, [batch, size])
+
+
+def zero_padding(windows: TensorDict) -> TensorDict:
+    """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with zeros at every
+    padding step, as new tensors.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> mask = torch.tensor([[True, False]])
+        >>> windows = TensorDict({"inputs": torch.ones(1, 2), "padding_mask": mask}, [1, 2])
+        >>> zero_padding(windows)["inputs"]
+        tensor([[0., 1.]])
+    """
+    out = windows.empty()
+    for key, value in windows.items():
+        if isinstance(value, TensorDict):
+            value = zero_padding(value)
+        elif key == DataKeys.INPUTS:
+            mask = windows[DataKeys.PADDING_MASK]
+            trailing = [1] * (value.dim() - mask.dim())
+            value = value.masked_fill(mask.reshape(*mask.shape, *trailing), 0)
+        out.set(key, value)
+    return out
 
 
 class View(Protocol):
@@ -45,11 +263,11 @@ class View(Protocol):
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item:
-        """The windows ending at every step, as a batch ``[B_NEW, size, ...]`` with ``B_NEW <= B * T``."""
+        """The windows ending at every step, ``[B_NEW, size, ...]`` with ``B_NEW <= B * T``."""
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
-        """The window ending at the last step of each of the ``B`` sequences: ``[B, size, ...]``."""
+        """The window ending at the last step of each sequence: ``[B, size, ...]``."""
 
     @staticmethod
     def drop_size(size: int, /) -> int:
@@ -57,21 +275,12 @@ class View(Protocol):
 
 
 class RollingWindow:
-    """The windows that fit whole in each sequence, without padding: the first
-    ``size - 1`` steps of every sequence end no window (:meth:`drop_size`)."""
+    """Whole windows only: the first ``size - 1`` steps of every sequence end none."""
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item:
-        """Every window of ``size`` steps, flattened into the batch.
-
-        Args:
-            x: Tensor or TensorDict ``[B, T, ...]``.
-            size: Steps per window.
-
-        Returns:
-            ``[B * (T - size + 1), size, ...]``, the windows of sequence ``b`` at rows
-            ``b * (T - size + 1) ...``; a new tensor (flattening overlapping windows
-            copies them; :func:`rolling_window` is the view).
+        """Every window, flattened into the batch: ``[B * (T - size + 1), size, ...]``, a
+        copy (:func:`rolling_window` is the view).
 
         Examples:
             >>> import torch
@@ -81,22 +290,15 @@ class RollingWindow:
                     [3., 4.],
                     [4., 5.]])
         """
-        batch, num_steps = check_sequence(x, size)
-        windows = per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
+        batch, num_steps = _check_sequence(x, size)
+        windows = _per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
         if isinstance(windows, TensorDict):
             return windows.reshape(-1)
         return windows.reshape(-1, *windows.shape[2:])
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
-        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``).
-
-        Args:
-            x: Tensor or TensorDict ``[B, T, ...]``.
-            size: Steps wanted.
-
-        Returns:
-            ``[B, min(T, size), ...]``, a view of ``x``.
+        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``), a view.
 
         Examples:
             >>> import torch
@@ -104,32 +306,23 @@ class RollingWindow:
             tensor([[1., 2.],
                     [4., 5.]])
         """
-        _, num_steps = check_sequence(x, size)
+        _, num_steps = _check_sequence(x, size)
         return x[:, max(num_steps - size, 0):]
 
     @staticmethod
     def drop_size(size: int, /) -> int:
-        """``size - 1``: the steps of each sequence that end no whole window."""
+        """``size - 1``."""
         return size - 1
 
 
 class PaddedRollingWindow:
-    """Windows ending at every step, the first ones padded with zeros in front and
-    masked, so that no step is dropped (:meth:`drop_size` is 0)."""
+    """A window at every step, the first ones padded in front and masked."""
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> TensorDict:
-        """The window of ``size`` steps ending at every step, flattened into the batch.
-
-        Args:
-            x: Tensor or TensorDict ``[B, T, ...]``.
-            size: Steps per window.
-
-        Returns:
-            TensorDict ``[B * T, size]`` (new tensors): ``INPUTS`` ``[B * T, size, ...]``,
-            row ``b * T + t`` the window ending at step ``t`` of sequence ``b``, and
-            ``PADDING_MASK`` ``[B * T, size]``. A TensorDict ``x`` gives a TensorDict
-            ``[B * T]`` with one such pair per leaf.
+        """The window ending at every step, flattened into the batch: TensorDict ``[B * T]``
+        (row ``b * T + t``: step ``t`` of sequence ``b``; new tensors) with ``INPUTS`` and
+        ``PADDING_MASK``, per leaf for a TensorDict ``x``.
 
         Examples:
             >>> import torch
@@ -143,34 +336,24 @@ class PaddedRollingWindow:
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> TensorDict:
-        """The last ``size`` steps of each sequence, padded in front to ``size``
-        (:func:`pad_last_sequence`, per leaf of a TensorDict).
-
-        Args:
-            x: Tensor or TensorDict ``[B, T, ...]``.
-            size: Steps wanted.
-
-        Returns:
-            TensorDict ``[B, size]`` with ``INPUTS`` ``[B, size, ...]`` (a view of ``x``
-            when ``T >= size``) and ``PADDING_MASK`` ``[B, size]``, per leaf for a TensorDict.
+        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``.
 
         Examples:
             >>> import torch
             >>> PaddedRollingWindow.apply_last(torch.tensor([[1.0, 2.0]]), 3)["inputs"]
             tensor([[0., 1., 2.]])
         """
-        batch, _ = check_sequence(x, size)
-        return per_leaf(lambda t: pad_last_sequence(t, size), x, [batch, size])
+        batch, _ = _check_sequence(x, size)
+        return _per_leaf(lambda t: pad_last_sequence(t, size), x, [batch, size])
 
     @staticmethod
     def drop_size(size: int, /) -> int:
-        """0: padding gives every step a window."""
+        """0: every step gets a window."""
         return 0
 
 
 _METHODS: dict[str, type[View]] = {
-    "rolling_window": RollingWindow,
-    "padded_rolling_window": PaddedRollingWindow,
+    "rolling_window": RollingWindow, "padded_rolling_window": PaddedRollingWindow,
 }
 
 
@@ -178,11 +361,9 @@ class ViewRequirement:
     """The window of past steps a model wants for one (possibly nested) batch key.
 
     Args:
-        shift: Previous steps to include besides the current one (window of
-            ``shift + 1`` steps); ``0`` is the current step alone.
-        method: ``"padded_rolling_window"`` (pad and mask the start of each sequence,
-            so every step gets a window) or ``"rolling_window"`` (drop the first
-            ``shift`` steps of each sequence instead).
+        shift: Previous steps in the window besides the current one.
+        method: ``"padded_rolling_window"`` (pad and mask the start of each sequence) or
+            ``"rolling_window"`` (drop the first ``shift`` steps of each sequence).
 
     Examples:
         >>> import torch
@@ -195,16 +376,15 @@ class ViewRequirement:
         torch.Size([6, 2, 1])
     """
 
-    #: Previous steps included besides the current one.
     shift: int
-    #: :class:`RollingWindow` or :class:`PaddedRollingWindow`.
-    method: type[View]
+    method: type[View]  # RollingWindow or PaddedRollingWindow
 
     def __init__(self, *, shift: int = 0, method: ViewMethod = "padded_rolling_window") -> None:
+        name = type(self).__name__
         if isinstance(shift, bool) or not isinstance(shift, int) or shift < 0:
-            raise ValueError(f"{type(self).__name__} `shift` must be a non-negative int, got {shift!r}")
+            raise ValueError(f"{name} `shift` must be a non-negative int, got {shift!r}")
         if method not in _METHODS:
-            raise ValueError(f"{type(self).__name__} `method` must be one of {sorted(_METHODS)}, got {method!r}")
+            raise ValueError(f"{name} `method` must be one of {sorted(_METHODS)}, got {method!r}")
         self.shift = shift
         self.method = _METHODS[method]
 
@@ -212,33 +392,17 @@ class ViewRequirement:
         return f"{type(self).__name__}(shift={self.shift}, method={self.method.__name__})"
 
     def apply_all(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
-        """The view of ``batch[key]`` at every step, flattened into the batch (training).
-
-        Args:
-            key: A key of ``batch``; a tuple of strings reaches a nested entry.
-            batch: TensorDict ``[B, T, ...]``.
-
-        Returns:
-            With ``shift == 0``, ``batch[key]`` as ``[B * T, ...]``; else
-            ``self.method.apply_all(batch[key], shift + 1)``: ``[B_NEW, shift + 1, ...]``
-            with ``B_NEW = B * T`` (padded) or ``B * (T - shift)`` (rolling).
-        """
+        """The windows of ``batch[key]`` (``batch`` ``[B, T, ...]``) at every step, flattened
+        into the batch (to train): ``[B * T, ...]`` when ``shift`` is 0, else
+        ``method.apply_all``'s."""
         item = batch[key]
         if not self.shift:
             return item.reshape(-1) if isinstance(item, TensorDict) else item.flatten(0, 1)
         return self.method.apply_all(item, self.shift + 1)
 
     def apply_last(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
-        """The view of ``batch[key]`` ending at its last step (sampling).
-
-        Args:
-            key: A key of ``batch``; a tuple of strings reaches a nested entry.
-            batch: TensorDict ``[B, T, ...]``.
-
-        Returns:
-            With ``shift == 0``, the last step ``[B, ...]``; else
-            ``self.method.apply_last(batch[key], shift + 1)``: ``[B, shift + 1, ...]``.
-        """
+        """The window of ``batch[key]`` ending at its last step (to act): ``[B, ...]`` when
+        ``shift`` is 0, else ``method.apply_last``'s."""
         item = batch[key]
         if not self.shift:
             return item[:, -1]

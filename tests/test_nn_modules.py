@@ -4,13 +4,13 @@ against hand-computed numbers or plain matrix products."""
 from __future__ import annotations
 
 import doctest
-import importlib
 import math
 
 import pytest
 import torch
 from torch import nn
 
+import rl8lite.nn.modules.layers
 from rl8lite.nn import (
     MLP,
     Module,
@@ -135,6 +135,15 @@ def test_module_subclasses_must_implement_forward() -> None:
         Incomplete()
 
 
-@pytest.mark.parametrize("name", ["module", "activations", "mlp", "embeddings", "skip"])
-def test_docstring_examples_run(name: str) -> None:
-    assert doctest.testmod(importlib.import_module(f"rl8lite.nn.modules.{name}")).failed == 0
+def test_docstring_examples_run() -> None:
+    assert doctest.testmod(rl8lite.nn.modules.layers).failed == 0
+
+
+def test_rl8s_layer_names_import_from_rl8lite_nn_modules() -> None:
+    import rl8lite.nn
+    import rl8lite.nn.modules
+
+    rl8_names = ["MLP", "CrossAttention", "Module", "PerceiverIOLayer", "PerceiverLayer",
+                 "PointerNetwork", "PositionalEmbedding", "SelfAttention", "SelfAttentionStack",
+                 "SequentialSkipConnection", "SquaredReLU", "get_activation"]
+    assert all(getattr(rl8lite.nn.modules, name) is getattr(rl8lite.nn, name) for name in rl8_names)

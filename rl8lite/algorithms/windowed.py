@@ -12,7 +12,7 @@ the buffer's entry (the buffer holds a strided view of the store), and whose fir
 - **episodes**: ``start`` (per copy, the time index where its episode began) gives each
   step's index in its episode; window steps before the episode's first are padding
   (``True`` in ``DataKeys.PADDING_MASK``, zeros in ``DataKeys.INPUTS``), never the previous
-  episode. In the update, :func:`~rl8lite.windows.episode_steps` recomputes the same index
+  episode. In the update, :func:`~rl8lite.views.episode_steps` recomputes the same index
   from the buffer's episode ends and the collect's ``initial`` index;
 - **across collects**: when the env is not reset (``horizons_per_env_reset``), the last
   ``size`` columns move to the front of the store and the episode indices carry over, so
@@ -31,9 +31,8 @@ from tensordict import TensorDict
 
 from ..data import DataKeys
 from ..specs import Composite, Spec
-from ..views import PaddedRollingWindow
-from ..windows import episode_steps, window_at_last_step
 from ..policies import Policy
+from ..views import PaddedRollingWindow, episode_steps, window_at_last_step
 from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows, index_dtype
 from .carries import Feedforward
 from .config import ConfigError

@@ -17,13 +17,11 @@ Examples:
 from .functional import (
     binary_mask_to_float_mask,
     float_mask_to_binary_mask,
-    generalized_advantage_estimate,
     mask_from_lengths,
     masked_avg,
     masked_categorical_sample,
     masked_log_softmax,
     masked_max,
-    ppo_losses,
     skip_connection,
 )
 from .modules import (
@@ -40,11 +38,13 @@ from .modules import (
     SquaredReLU,
     get_activation,
 )
+from .ppo import generalized_advantage_estimate, ppo_losses
 
 __all__ = [
     "MLP", "CrossAttention", "Module", "PerceiverIOLayer", "PerceiverLayer", "PointerNetwork",
-    "PositionalEmbedding", "SelfAttention", "SelfAttentionStack", "SequentialSkipConnection", "SquaredReLU",
-    "binary_mask_to_float_mask", "float_mask_to_binary_mask", "generalized_advantage_estimate", "get_activation",
-    "mask_from_lengths", "masked_avg", "masked_categorical_sample", "masked_log_softmax", "masked_max",
-    "ppo_losses", "skip_connection",
+    "PositionalEmbedding", "SelfAttention", "SelfAttentionStack", "SequentialSkipConnection",
+    "SquaredReLU", "binary_mask_to_float_mask", "float_mask_to_binary_mask",
+    "generalized_advantage_estimate", "get_activation", "mask_from_lengths", "masked_avg",
+    "masked_categorical_sample", "masked_log_softmax", "masked_max", "ppo_losses",
+    "skip_connection",
 ]

@@ -1,16 +1,26 @@
-"""Modules rl8 models are built from (rl8's ``rl8.nn.modules``)."""
+"""The layers rl8 models are built from (rl8's ``rl8.nn.modules``): the typed
+:class:`Module` base and plain layers in :mod:`.layers`, attention in :mod:`.attention`."""
 
-from .activations import ACTIVATIONS, SquaredReLU, get_activation
-from .attention import CrossAttention, SelfAttention, SelfAttentionStack
-from .embeddings import PositionalEmbedding
-from .mlp import MLP
-from .module import Module
-from .perceiver import PerceiverIOLayer, PerceiverLayer
-from .pointer import PointerNetwork
-from .skip import SequentialSkipConnection
+from .attention import (
+    CrossAttention,
+    PerceiverIOLayer,
+    PerceiverLayer,
+    PointerNetwork,
+    SelfAttention,
+    SelfAttentionStack,
+)
+from .layers import (
+    ACTIVATIONS,
+    MLP,
+    Module,
+    PositionalEmbedding,
+    SequentialSkipConnection,
+    SquaredReLU,
+    get_activation,
+)
 
 __all__ = [
-    "ACTIVATIONS", "MLP", "CrossAttention", "Module", "PerceiverIOLayer", "PerceiverLayer", "PointerNetwork",
-    "PositionalEmbedding", "SelfAttention", "SelfAttentionStack", "SequentialSkipConnection", "SquaredReLU",
-    "get_activation",
+    "ACTIVATIONS", "MLP", "CrossAttention", "Module", "PerceiverIOLayer", "PerceiverLayer",
+    "PointerNetwork", "PositionalEmbedding", "SelfAttention", "SelfAttentionStack",
+    "SequentialSkipConnection", "SquaredReLU", "get_activation",
 ]

@@ -1,80 +1,64 @@
-"""Pre-norm transformer blocks: cross-attention, self-attention and stacks of it.
+"""Attention layers: pre-norm transformer blocks, perceivers, and the pointer network.
 
-Each block is ``attention(norm(inputs))`` joined to its queries by a skip connection,
-then a feedforward network ``LayerNorm -> Linear -> activation -> Dropout -> Linear``
-joined to its own input the same way (:class:`SequentialSkipConnection`). Masks follow
-:class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` ``[B, K]`` is ``True`` at
-padding (a view's ``DataKeys.PADDING_MASK`` as it is), ``attention_mask`` ``[Q, K]`` is
-``True`` (or ``-inf``) where a query may not attend to a key.
+A block is ``attention(norm(inputs))`` joined to its queries, then ``LayerNorm -> Linear ->
+activation -> Dropout -> Linear`` joined to its input, by a ``SequentialSkipConnection``.
+Masks are :class:`torch.nn.MultiheadAttention`'s: ``key_padding_mask`` ``[B, K]`` is ``True``
+at padding (a view's ``DataKeys.PADDING_MASK``), ``attention_mask`` ``[Q, K]`` is ``True`` (or
+``-inf``) where a query may not attend to a key.
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from torch import nn
 
-from .activations import get_activation
-from .module import Module
-from .pointer import PointerNetwork
-from .skip import SequentialSkipConnection
-
-__all__ = ["CrossAttention", "PointerNetwork", "SelfAttention", "SelfAttentionStack"]
+from ..functional import masked_log_softmax
+from .layers import Module, SequentialSkipConnection, get_activation
 
 _Mask = torch.Tensor | None
 
 
-def _feedforward(embed_dim: int, hidden_dim: int, activation_fn: str, dropout: float) -> nn.Sequential:
-    return nn.Sequential(
-        nn.LayerNorm(embed_dim),
-        nn.Linear(embed_dim, hidden_dim),
-        get_activation(activation_fn),
-        nn.Dropout(p=dropout),
-        nn.Linear(hidden_dim, embed_dim),
-    )
-
-
 class _AttentionBlock(nn.Module):
-    """What both blocks hold: layer norms of their inputs, multihead attention and the
-    skip-connected feedforward network; the arguments are documented on each block."""
+    """Input norms, attention, feedforward network; arguments as :class:`CrossAttention`'s."""
 
-    #: Attribute names of the blocks' input layer norms.
-    _norms: tuple[str, ...] = ()
-    #: The multihead attention (``batch_first``).
-    attention: nn.MultiheadAttention
-    #: Joins the queries, the attention output and the feedforward network.
-    skip_connection: SequentialSkipConnection
+    _norms: tuple[str, ...] = ()  # attribute names of the input layer norms
 
     def __init__(
-        self,
-        embed_dim: int,
-        /,
-        num_heads: int = 2,
-        hidden_dim: int = 128,
-        activation_fn: str = "relu",
-        attention_dropout: float = 0.0,
-        hidden_dropout: float = 0.0,
+        self, embed_dim: int, /, num_heads: int = 2, hidden_dim: int = 128,
+        activation_fn: str = "relu", attention_dropout: float = 0.0, hidden_dropout: float = 0.0,
         skip_kind: str | None = "cat",
     ) -> None:
         super().__init__()
         for name in self._norms:
             setattr(self, name, nn.LayerNorm(embed_dim))
-        self.attention = nn.MultiheadAttention(embed_dim, num_heads, dropout=attention_dropout, batch_first=True)
+        self.attention = nn.MultiheadAttention(
+            embed_dim, num_heads, dropout=attention_dropout, batch_first=True
+        )
         self.skip_connection = SequentialSkipConnection(embed_dim, kind=skip_kind)
-        self.skip_connection.append(_feedforward(embed_dim, hidden_dim, activation_fn, hidden_dropout))
+        self.skip_connection.append(nn.Sequential(
+            nn.LayerNorm(embed_dim),
+            nn.Linear(embed_dim, hidden_dim),
+            get_activation(activation_fn),
+            nn.Dropout(p=hidden_dropout),
+            nn.Linear(hidden_dim, embed_dim),
+        ))
 
-    def _attend(self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask, attention_mask: _Mask) -> torch.Tensor:
-        out, _ = self.attention(q, kv, kv, key_padding_mask=key_padding_mask, attn_mask=attention_mask,
-                                need_weights=False)
-        return out
+    def _block(
+        self, q: torch.Tensor, normed_q: torch.Tensor, normed_kv: torch.Tensor,
+        key_padding_mask: _Mask, attention_mask: _Mask,
+    ) -> torch.Tensor:
+        attended, _ = self.attention(normed_q, normed_kv, normed_kv, need_weights=False,
+                                     key_padding_mask=key_padding_mask, attn_mask=attention_mask)
+        return self.skip_connection(q, attended)
 
 
-class CrossAttention(_AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]):
-    """A sequence of queries attends to a sequence of keys/values, then a feedforward network.
-
-    ``out = skip(q, attention(q_norm(q), kv_norm(kv)))`` followed by the feedforward
-    network, each joined by ``skip_kind``.
+class CrossAttention(
+    _AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]
+):
+    """Queries attend to a sequence of keys/values, then a feedforward network.
 
     Args:
         embed_dim: Features ``E`` of queries and keys.
@@ -83,7 +67,7 @@ class CrossAttention(_AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask,
         activation_fn: Its activation's name (:func:`~rl8lite.nn.get_activation`).
         attention_dropout: Dropout on the attention weights.
         hidden_dropout: Dropout inside the feedforward network.
-        skip_kind: ``"cat"``, ``"residual"`` or ``None`` (:class:`SequentialSkipConnection`).
+        skip_kind: ``"cat"``, ``"residual"`` or ``None``.
 
     Examples:
         >>> import torch
@@ -93,35 +77,18 @@ class CrossAttention(_AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask,
     """
 
     _norms = ("q_norm", "kv_norm")
-    #: Norm of the queries.
-    q_norm: nn.LayerNorm
-    #: Norm of the keys/values.
-    kv_norm: nn.LayerNorm
 
     def forward(
-        self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None
+        self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None,
+        attention_mask: _Mask = None,
     ) -> torch.Tensor:
-        """Attend queries ``q`` ``[B, Q, E]`` to ``kv`` ``[B, K, E]``.
-
-        Args:
-            q: Queries.
-            kv: Keys (also the values).
-            key_padding_mask: ``[B, K]``, ``True`` at padding elements of ``kv``.
-            attention_mask: ``[Q, K]``, ``True`` where a query may not attend to a key.
-
-        Returns:
-            ``[B, Q, E]``.
-        """
-        attended = self._attend(self.q_norm(q), self.kv_norm(kv), key_padding_mask, attention_mask)
-        return self.skip_connection(q, attended)
+        """``q`` ``[B, Q, E]`` after attending to ``kv`` ``[B, K, E]``: ``[B, Q, E]``."""
+        return self._block(q, self.q_norm(q), self.kv_norm(kv), key_padding_mask, attention_mask)
 
 
 class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
-    """A sequence attends to itself, then a feedforward network (a pre-norm transformer layer).
-
-    ``out = skip(x, attention(x_norm(x)))`` followed by the feedforward network, each
-    joined by ``skip_kind``. Its arguments are :class:`CrossAttention`'s, ``embed_dim``
-    being the sequence's features.
+    """A sequence attends to itself, then a feedforward network (a pre-norm transformer
+    layer). Its arguments are :class:`CrossAttention`'s.
 
     Examples:
         >>> import torch
@@ -132,32 +99,18 @@ class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.
     """
 
     _norms = ("x_norm",)
-    #: Norm of the sequence.
-    x_norm: nn.LayerNorm
 
-    def forward(self, x: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None) -> torch.Tensor:
-        """Attend ``x`` ``[B, X, E]`` to itself.
-
-        Args:
-            x: The sequence.
-            key_padding_mask: ``[B, X]``, ``True`` at padding elements of ``x``.
-            attention_mask: ``[X, X]``, ``True`` where an element may not attend to another.
-
-        Returns:
-            ``[B, X, E]``.
-        """
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None
+    ) -> torch.Tensor:
+        """``x`` ``[B, X, E]`` after attending to itself: ``[B, X, E]``."""
         normed = self.x_norm(x)
-        return self.skip_connection(x, self._attend(normed, normed, key_padding_mask, attention_mask))
+        return self._block(x, normed, normed, key_padding_mask, attention_mask)
 
 
 class SelfAttentionStack(Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
-    """Self-attention repeated ``num_layers`` times, with the same masks at every layer.
-
-    Args:
-        module: The layer to repeat.
-        num_layers: How many times.
-        share_parameters: Every layer is ``module`` itself (one set of parameters),
-            instead of an independent copy of it.
+    """``module`` applied ``num_layers`` times, with the same masks at every layer; with
+    ``share_parameters`` every layer is ``module`` itself, else an independent copy.
 
     Examples:
         >>> import torch
@@ -166,21 +119,121 @@ class SelfAttentionStack(Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
         (True, torch.Size([2, 4, 8]))
     """
 
-    #: The layers, applied in order.
-    layers: nn.ModuleList
-
-    def __init__(self, module: SelfAttention, num_layers: int, /, *, share_parameters: bool = False) -> None:
+    def __init__(
+        self, module: SelfAttention, num_layers: int, /, *, share_parameters: bool = False
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
             [module if share_parameters else copy.deepcopy(module) for _ in range(num_layers)]
         )
 
-    def forward(self, x: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None) -> torch.Tensor:
-        """Apply every layer to ``x`` ``[B, X, E]`` in turn; masks as :meth:`SelfAttention.forward`.
-
-        Returns:
-            ``[B, X, E]``.
-        """
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: _Mask = None, attention_mask: _Mask = None
+    ) -> torch.Tensor:
+        """Every layer on ``x`` ``[B, X, E]`` in turn: ``[B, X, E]``."""
         for layer in self.layers:
             x = layer(x, key_padding_mask=key_padding_mask, attention_mask=attention_mask)
         return x
+
+
+class PerceiverLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]):
+    """A latent array cross-attends to an input sequence of any length, then self-attends
+    (`Perceiver <https://arxiv.org/abs/2103.03206>`_, Jaegle et al. 2021).
+
+    Args:
+        embed_dim: Features ``E`` of the latent array and the inputs.
+        num_layers: Self-attention layers after the cross-attention.
+        share_parameters: The self-attention layers share one set of parameters.
+        **block: :class:`CrossAttention`'s keywords, for every block.
+
+    Examples:
+        >>> import torch
+        >>> layer = PerceiverLayer(8, hidden_dim=16)
+        >>> layer(torch.randn(2, 4, 8), torch.randn(2, 10, 8)).shape
+        torch.Size([2, 4, 8])
+    """
+
+    def __init__(
+        self, embed_dim: int, /, *, num_layers: int = 2, share_parameters: bool = False,
+        **block: Any,
+    ) -> None:
+        super().__init__()
+        self.cross_attention = CrossAttention(embed_dim, **block)
+        self.self_attention = SelfAttentionStack(
+            SelfAttention(embed_dim, **block), num_layers, share_parameters=share_parameters
+        )
+
+    def forward(
+        self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None,
+        attention_mask: _Mask = None,
+    ) -> torch.Tensor:
+        """The latent array ``q`` ``[B, Q, E]`` after attending to ``kv`` ``[B, K, E]``."""
+        return self.self_attention(self.cross_attention(q, kv, key_padding_mask, attention_mask))
+
+
+class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]):
+    """A :class:`PerceiverLayer` whose latent array a learned query of ``output_seq_dim``
+    elements then reads out (`Perceiver IO <https://arxiv.org/abs/2107.14795>`_): inputs of
+    any length in, ``[B, output_seq_dim, E]`` out. Its other arguments are
+    :class:`PerceiverLayer`'s; ``**block`` shapes the read-out too.
+
+    Examples:
+        >>> import torch
+        >>> layer = PerceiverIOLayer(8, 3, hidden_dim=16)
+        >>> layer(torch.randn(2, 4, 8), torch.randn(2, 10, 8)).shape
+        torch.Size([2, 3, 8])
+    """
+
+    def __init__(
+        self, embed_dim: int, output_seq_dim: int, /, *, num_layers: int = 2,
+        share_parameters: bool = False, **block: Any,
+    ) -> None:
+        super().__init__()
+        self.perceiver_layer = PerceiverLayer(
+            embed_dim, num_layers=num_layers, share_parameters=share_parameters, **block
+        )
+        query = torch.empty(output_seq_dim, embed_dim)
+        self.output_query = nn.Parameter(nn.init.xavier_uniform_(query))
+        self.decoder = CrossAttention(embed_dim, **block)
+
+    def forward(
+        self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None,
+        attention_mask: _Mask = None,
+    ) -> torch.Tensor:
+        """The latent array ``q`` ``[B, Q, E]`` after attending to ``kv`` ``[B, K, E]``, read
+        out: ``[B, output_seq_dim, E]``."""
+        latent = self.perceiver_layer(q, kv, key_padding_mask, attention_mask)
+        return self.decoder(self.output_query.expand(q.shape[0], -1, -1), latent)
+
+
+class PointerNetwork(Module[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]):
+    """Additive attention scoring, for each decoder step, every encoder element as the next
+    to point at (Vinyals et al. 2015, arXiv:1506.03134)::
+
+        score[b, d, e] = v . tanh(W1 encoder_out[b, e] + W2 decoder_out[b, d])
+
+    then a log-softmax over ``e`` among the elements ``mask`` allows.
+
+    Examples:
+        >>> import torch
+        >>> pointer = PointerNetwork(8)
+        >>> mask = torch.tensor([[[True, True, False]]])
+        >>> logp = pointer(torch.randn(1, 1, 8), torch.randn(1, 3, 8), mask)
+        >>> logp.shape, round(logp.exp().sum().item(), 4), logp.exp()[0, 0, 2].item()
+        (torch.Size([1, 1, 3]), 1.0, 0.0)
+    """
+
+    def __init__(self, embed_dim: int, /) -> None:
+        super().__init__()
+        self.W1 = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.W2 = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.VT = nn.Linear(embed_dim, 1, bias=False)
+
+    def forward(
+        self, decoder_out: torch.Tensor, encoder_out: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``[B, D, E]`` log-probabilities of pointing at each encoder element, given
+        ``decoder_out`` ``[B, D, C]``, ``encoder_out`` ``[B, E, C]`` and the valid ``mask``
+        ``[B, D, E]`` (``None``: all valid); ``[:, -1]`` usually picks the next element."""
+        blended = torch.tanh(self.W2(decoder_out).unsqueeze(2) + self.W1(encoder_out).unsqueeze(1))
+        return masked_log_softmax(self.VT(blended).squeeze(-1), mask=mask, dim=-1)
