@@ -158,3 +158,8 @@ class BadFrames(Sized):
 
     def render(self) -> Any:
         return np.zeros((8, 8, 3))
+
+
+def make_normalized(**kwargs: Any) -> gymnasium.Env:
+    """A factory wrapping ``gymnasium.make``: its TimeLimit lies under another wrapper."""
+    return gymnasium.wrappers.NormalizeObservation(gymnasium.make("CartPole-v1", **kwargs))

@@ -1,17 +1,14 @@
 """Ordinary Gymnasium environments as rl8lite envs, over Gymnasium's own vector envs.
 
-:func:`gymnasium_env` returns an :class:`~rl8lite.Env` subclass whose instances
-step ``num_envs`` copies of a Gymnasium env with ``SyncVectorEnv`` (in this
-process) or ``AsyncVectorEnv`` (one worker process per copy), in Gymnasium's
-same-step autoreset mode: a finished copy's reset observation comes in ``"obs"``
-and its last observation in ``"final_obs"``, so truncated episodes bootstrap from
-their true final state. Gymnasium is an optional extra (``pip install
-rl8lite[gymnasium]``), imported only when :func:`gymnasium_env` is called.
+Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported only when
+:func:`gymnasium_env` is called.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 import json
 import os
 import weakref
@@ -24,7 +21,7 @@ from tensordict import TensorDict
 
 from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path
-from .base import Env, apply_env_config
+from .base import Env, EnvConfigError, SubEnvError, apply_env_config
 
 #: Classes made by :func:`gymnasium_env`, by their reference (or, for a factory no dotted path
 #: names, by the factory object and the options), so equal calls give one class.
@@ -32,22 +29,11 @@ _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
 _MODES = ("sync", "async")
 
 
-class SubEnvError(RuntimeError):
-    """A copy of a Gymnasium env raised, or its worker process died.
-
-    The message names the copy (its index in the vector env), the exception's type and
-    message, and its traceback (from the worker process for async envs). The env is
-    closed after it: no worker process remains.
-    """
-
-
 def _require_gymnasium() -> Any:
     try:
         import gymnasium
     except ImportError as e:
-        raise ImportError(
-            "rl8lite.env.gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]"
-        ) from e
+        raise ImportError("rl8lite.env.gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]") from e
     return gymnasium
 
 
@@ -64,33 +50,29 @@ def _draw_seed() -> int:
 class GymnasiumEnv(Env):
     """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env.
 
-    Seeding: the first reset seeds copy ``i`` with ``base + rank * num_envs + i``,
-    where ``base`` is the ``seed`` option or, without it, a number drawn once from
-    torch's global RNG when the env is built, and ``rank`` is the process's global
-    rank under ``torchrun`` (``RANK``; 0 otherwise), so ranks never share seeds. Later
-    resets do not reseed: each copy continues its own random stream, as a Gymnasium
-    env reset by hand does.
+    The copies step in Gymnasium's same-step autoreset mode: a finished copy's next first
+    observation is in ``"obs"``, its last one in ``"final_obs"``. The first reset seeds copy
+    ``i`` with ``base + rank * num_envs + i`` (``base``: the ``seed`` option, else drawn from
+    torch's RNG; ``rank``: ``RANK`` under ``torchrun``); later resets do not reseed.
 
-    ``reset(config={...})`` sets attributes of every copy's unwrapped env (physical
-    parameters such as Acrobot's ``LINK_MASS_1``); they stay set across auto-resets
-    until a reset with another config, and ``config=None`` puts back the values the
-    env was built with (``config=`` of the constructor over the env's own). A key the
-    unwrapped env has no such attribute for is an :class:`~rl8lite.env.EnvConfigError`
-    listing the valid ones. Quantities an env derives from its parameters in
-    ``__init__`` (CartPole's ``total_mass``) are not recomputed: set them too, or pass
-    the parameters as ``gymnasium.make`` keywords of another :func:`gymnasium_env` class.
+    ``reset(config={...})`` sets parameters on every copy's unwrapped env until a reset with
+    another config; ``config=None`` restores the values the env was built with (the
+    constructor's ``config`` over the env's own). A key is a public attribute holding plain
+    data (Acrobot's ``LINK_MASS_1``; see :attr:`default_config`) or a dotted path into the
+    unwrapped env, with indices (``"model.opt.gravity"``, ``"model.body_mass[1]"``: a
+    MuJoCo env's physics), whose arrays are written in place. Quantities the env derives in
+    its ``__init__`` (CartPole's ``total_mass``) are not recomputed.
 
-    :meth:`render` returns copy 0's RGB frame; :meth:`close` ends the worker processes
-    (it runs by itself when the env is garbage-collected or at interpreter exit). Its
-    copies' states live in Gymnasium objects, so :meth:`state_dict` holds none of them
-    (:attr:`restores_state` is ``False``): an algorithm restored from a checkpoint
-    resets the env at its next collect, under a new base seed drawn from torch's RNG.
+    The copies' states live in Gymnasium objects: :meth:`state_dict` holds none of them, so
+    an algorithm restored from a checkpoint resets the env under a new base seed.
     """
 
     restores_state: ClassVar[bool] = False
     #: What :func:`gymnasium_env` was called with, as plain data (``None`` when it cannot be:
     #: a factory without a dotted path, or options that are not numbers, strings, lists, dicts).
     reference: ClassVar[dict[str, Any] | None] = None
+    #: The options as one string, naming a factory by its module and name (for tracking).
+    label: ClassVar[str] = ""
     #: The env id (``gymnasium.make``'s) or the factory making one copy.
     source: ClassVar[str | Callable[..., Any]]
     vectorization_mode: ClassVar[str] = "sync"
@@ -110,51 +92,37 @@ class GymnasiumEnv(Env):
         device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from . import _gymnasium_spaces as spaces
-        from . import _gymnasium_vector as vector
+        from . import gymnasium_spaces as spaces
+        from . import gymnasium_vector as vector
 
         base = self.seed if self.seed is not None else _draw_seed()
         self._next_seed: int | None = base + _rank() * num_envs
         env_fns = [
-            functools.partial(
-                vector.make_copy,
-                self.source,
-                self.make_kwargs,
-                i,
-                self.render_kwargs if i == 0 else {},
-            )
+            functools.partial(vector.make_copy, self.source, self.make_kwargs, i, self.render_kwargs if i == 0 else {})
             for i in range(num_envs)
         ]
-        self._vector = vector.make_vector_env(
-            env_fns, self.vectorization_mode, dict(self.vector_kwargs)
-        )
+        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, dict(self.vector_kwargs))
         self._close = weakref.finalize(self, vector.shutdown, self._vector)
         self._failure: BaseException | None = None
         try:
             self._observation_space = self._vector.single_observation_space
-            self.observation_spec, self._convert = spaces.observation_mapping(
-                self._observation_space, self.device
-            )
-            self.action_spec, self._env_actions = spaces.action_mapping(
-                self._vector.single_action_space, self.device
-            )
-            #: The unwrapped env's parameters as it was made: the keys ``config`` may set.
-            self.default_config: dict[str, Any] = self._run(
-                self._vector.call, "rl8lite_parameters"
-            )[0]
-            apply_env_config(type(self).__name__, self.default_config, self.config)
+            self.observation_spec, self._convert = spaces.observation_mapping(self._observation_space, self.device)
+            self.action_spec, self._env_actions = spaces.action_mapping(self._vector.single_action_space, self.device)
+            #: The unwrapped env's plain parameters as it was made: the plain keys a config may set.
+            self.default_config: dict[str, Any]
+            self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
+            if self.max_episode_steps is None:  # a factory's own TimeLimit, read from copy 0
+                self.max_episode_steps = time_limit
+            self._check_config(self.config)
         except BaseException:
             self.close()
             raise
         self._applied: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ protocol
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         target = {**self.config, **(config or {})}
-        apply_env_config(
-            type(self).__name__, self.default_config, target
-        )  # unknown keys: before any change
-        restore = [name for name in self._applied if name not in target]
+        self._check_config(target)  # before any change
+        restore = [key for key in self._applied if key not in target]
         if target or restore:
             self._run(self._vector.call, "rl8lite_configure", target, restore)
         self._applied = target
@@ -162,16 +130,26 @@ class GymnasiumEnv(Env):
         obs, _ = self._run(self._vector.reset, seed=seed)
         return self._convert(obs, self.num_envs)
 
+    def _check_config(self, config: dict[str, Any]) -> None:
+        """Unknown keys and paths are an :class:`EnvConfigError`, shape mismatches a ``ValueError``."""
+        name = type(self).__name__
+        apply_env_config(name, self.default_config, {k: v for k, v in config.items() if k.isidentifier()})
+        paths = {key: value for key, value in config.items() if not key.isidentifier()}
+        if paths:
+            unknown, mismatched = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
+            if unknown:
+                raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: " + "; ".join(unknown.values()))
+            if mismatched:
+                raise ValueError(f"{name}: config " + "; ".join(f"{p!r} {why}" for p, why in mismatched.items()))
+
     def step(self, action: torch.Tensor) -> TensorDict:
-        n, device = self.num_envs, self.device
-        batch, rewards, terminated, truncated, infos = self._run(
-            self._vector.step, self._env_actions(action)
-        )
+        n = self.num_envs
+        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, self._env_actions(action))
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:  # copies that finished: their last observation, from the same step
             final_obs = self._final_obs(batch, obs, infos)
-        # Gymnasium's vector envs return new reward and flag arrays each step: no copy needed
-        # but the reward's cast (numpy's astype: half the time of torch's to on 32 copies).
+        # Vector envs return new reward and flag arrays each step: wrapped without copies, the
+        # reward cast by numpy (half the time of torch's ``to`` on 32 copies).
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -181,7 +159,7 @@ class GymnasiumEnv(Env):
                 DataKeys.FINAL_OBS: final_obs,
             },
             batch_size=[n],
-            device=device,
+            device=self.device,
         )
 
     def _on_device(self, array: np.ndarray) -> torch.Tensor:
@@ -191,8 +169,8 @@ class GymnasiumEnv(Env):
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
         """``obs`` with the rows of the copies that finished replaced by their final observations."""
         done = np.flatnonzero(infos["_final_obs"])
-        if isinstance(batch, np.ndarray):  # rows written over a copy of the array, one conversion:
-            final = batch.copy()  # 24 vs 53 us (medians) converting the rows apart, CartPole x 32
+        if isinstance(batch, np.ndarray):  # one conversion of a patched copy: 2x faster than by rows
+            final = batch.copy()
             for i in done:
                 final[i] = infos["final_obs"][i]
             return self._convert(final, self.num_envs)
@@ -210,8 +188,7 @@ class GymnasiumEnv(Env):
 
         Raises:
             NotImplementedError: Copy 0 was made without ``render_mode="rgb_array"``, or the
-                env's renderer is not installed (e.g. pygame for classic control); rollout
-                videos are then skipped with a warning.
+                env's renderer is not installed (e.g. pygame for classic control).
         """
         name = type(self).__name__
         if self._vector.render_mode != "rgb_array":
@@ -224,23 +201,21 @@ class GymnasiumEnv(Env):
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-            raise ValueError(
-                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8"
-            )
+            raise ValueError(f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8")
         return frame
 
     @property
     def vector_env(self) -> Any:
-        """Gymnasium's vector env under this env, to inspect (``get_attr``); stepping or
-        resetting it directly leaves this env's view of its copies behind."""
+        """Gymnasium's vector env under this env, to inspect; stepping or resetting it
+        directly leaves this env's view of its copies behind."""
         return self._vector
 
     def close(self) -> None:
-        """Close every copy and end the worker processes (idempotent)."""
+        """Close every copy and end the worker processes (also on garbage collection and exit)."""
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The config in force; the copies' states live in Gymnasium objects and are not saved."""
+        """The config in force (the copies' states are not saved)."""
         return {"config": dict(self._applied)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -260,7 +235,7 @@ class GymnasiumEnv(Env):
             self.close()
             raise
         except ValueError as e:  # a sync copy's observation that does not fit the batch
-            from ._gymnasium_vector import misfit_observations
+            from .gymnasium_vector import misfit_observations
 
             misfits = misfit_observations(self._vector)
             if misfits is None:
@@ -268,16 +243,6 @@ class GymnasiumEnv(Env):
             self._failure = SubEnvError(misfits)
             self.close()
             raise self._failure from e
-
-
-def _is_plain(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and _is_plain(v) for k, v in value.items()
-    )
 
 
 def gymnasium_env(
@@ -294,23 +259,19 @@ def gymnasium_env(
         env_id_or_factory: A registered env id, as ``gymnasium.make`` takes it
             (``"Acrobot-v1"``, ``"module:Env-v0"``), or a callable returning one copy (a
             ``gymnasium.Env``, wrappers included), called with ``make_kwargs``.
-        vectorization_mode: ``"sync"``: Gymnasium's ``SyncVectorEnv``, every copy in this
-            process, one after the other; ``"async"``: its ``AsyncVectorEnv``, one worker
-            process per copy (worth it when a copy's step costs much more than passing
-            its data between processes, and there are cores to run them).
+        vectorization_mode: ``"sync"`` (Gymnasium's ``SyncVectorEnv``: every copy in this
+            process) or ``"async"`` (its ``AsyncVectorEnv``: one worker process per copy).
         seed: Base seed of the first reset (default: drawn from torch's global RNG).
-        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``,
-            ``shared_memory``, ``max_concurrency`` for ``AsyncVectorEnv``).
-        **make_kwargs: Keywords of ``gymnasium.make`` (``max_episode_steps``, env
-            parameters) or of the factory (where ``max_episode_steps`` adds a
-            ``TimeLimit``). ``render_mode`` goes to copy 0 only; without it, copy 0 gets
-            ``"rgb_array"`` when the env offers it (factories: when they take ``render_mode``).
+        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``).
+        **make_kwargs: Keywords of ``gymnasium.make`` (``max_episode_steps``, env parameters)
+            or of the factory (where ``max_episode_steps`` adds a ``TimeLimit``).
+            ``render_mode`` goes to copy 0 only; without it, copy 0 gets ``"rgb_array"`` when
+            the env offers it (factories: when they take ``render_mode``).
 
     Returns:
-        The env class. Equal calls return the same class; its name is the env id (or
-        the factory's name). Configs and checkpoints name it by :attr:`~GymnasiumEnv.reference`
-        (``{"gymnasium": "Acrobot-v1", "vectorization_mode": "async", ...}``; a factory
-        as ``"gymnasium_factory": "package.module:function"``).
+        The env class, named after the env id or the factory; equal calls return the same
+        class. Its ``max_episode_steps`` is the registered limit or the keyword's; a factory's
+        instances read it from the ``TimeLimit`` among copy 0's wrappers when neither is given.
 
     Raises:
         ImportError: Gymnasium is not installed.
@@ -321,7 +282,6 @@ def gymnasium_env(
 
     Examples:
         >>> from rl8lite import Algorithm
-        >>> from rl8lite.env import gymnasium_env
         >>> CartPole = gymnasium_env("CartPole-v1")
         >>> CartPole.__name__, CartPole.max_episode_steps
         ('CartPole-v1', 500)
@@ -332,17 +292,13 @@ def gymnasium_env(
     """
     _require_gymnasium()
     if vectorization_mode not in _MODES:
-        raise ValueError(
-            f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}"
-        )
+        raise ValueError(f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
     if not isinstance(env_id_or_factory, str) and not callable(env_id_or_factory):
-        raise TypeError(
-            f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}"
-        )
+        raise TypeError(f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    reference = _reference(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
+    options, reference = _options(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
     if reference is not None:
         key: Any = json.dumps(reference, sort_keys=True)
     else:  # the factory object itself (no path names it) and the options as written
@@ -354,62 +310,151 @@ def gymnasium_env(
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from ._gymnasium_options import check_vector_kwargs, describe_source
-
-    name, max_episode_steps, renders = describe_source(env_id_or_factory, make_kwargs)
-    check_vector_kwargs(vectorization_mode, vector_kwargs)
-    render_kwargs = (
-        {"render_mode": make_kwargs.pop("render_mode")}
-        if "render_mode" in make_kwargs
-        else ({"render_mode": "rgb_array"} if renders else {})
-    )
-    cls = type(
-        name,
-        (GymnasiumEnv,),
-        {
-            "__module__": __name__,
-            "__qualname__": name,
-            "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
-            "reference": reference,
-            "source": staticmethod(env_id_or_factory)
-            if callable(env_id_or_factory)
-            else env_id_or_factory,
-            "vectorization_mode": vectorization_mode,
-            "seed": seed,
-            "make_kwargs": make_kwargs,
-            "vector_kwargs": vector_kwargs,
-            "render_kwargs": render_kwargs,
-            "max_episode_steps": max_episode_steps,
-        },
-    )
+    name, max_episode_steps, renders = _describe_source(env_id_or_factory, make_kwargs)
+    _check_vector_kwargs(vectorization_mode, vector_kwargs)
+    if "render_mode" in make_kwargs:
+        render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
+    else:
+        render_kwargs = {"render_mode": "rgb_array"} if renders else {}
+    cls = type(name, (GymnasiumEnv,), {
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
+        "reference": reference,
+        "label": repr(options),
+        "source": staticmethod(env_id_or_factory) if callable(env_id_or_factory) else env_id_or_factory,
+        "vectorization_mode": vectorization_mode,
+        "seed": seed,
+        "make_kwargs": make_kwargs,
+        "vector_kwargs": vector_kwargs,
+        "render_kwargs": render_kwargs,
+        "max_episode_steps": max_episode_steps,
+    })
     if key is not None:
         _CLASSES[key] = cls
     return cls
 
 
-def _reference(
+def _options(
     source: str | Callable[..., Any],
     mode: str,
     seed: int | None,
     vector_kwargs: dict[str, Any],
     make_kwargs: dict[str, Any],
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The options as a dict (a factory named by its module and name), and that dict again
+    where it is a reference: plain data, naming a factory that its path imports back."""
+    nameable = isinstance(source, str)
     if isinstance(source, str):
-        reference: dict[str, Any] = {"gymnasium": source}
+        options: dict[str, Any] = {"gymnasium": source}
     else:
         # Only a path that imports back to this very object names it: two module-level
         # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
+        module = getattr(source, "__module__", None) or type(source).__module__
+        path = f"{module}.{getattr(source, '__qualname__', type(source).__qualname__)}"
         try:
-            path = dotted_path(source)
-            if import_dotted_path(path) is not source:
-                return None
+            nameable = import_dotted_path(dotted_path(source)) is source
         except (ImportError, AttributeError):
-            return None
-        reference = {"gymnasium_factory": path}
-    reference["vectorization_mode"] = mode
+            pass
+        options = {"gymnasium_factory": path}
+    options["vectorization_mode"] = mode
     if seed is not None:
-        reference["seed"] = seed
+        options["seed"] = seed
     if vector_kwargs:
-        reference["vector_kwargs"] = vector_kwargs
-    reference.update(make_kwargs)
-    return reference if _is_plain(reference) else None
+        options["vector_kwargs"] = vector_kwargs
+    options.update(make_kwargs)
+    return options, options if nameable and _is_plain(options) else None
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+
+
+def _describe_source(
+    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
+) -> tuple[str, int | None, bool]:
+    """The class name, the longest episode (where known before a copy is built) and whether
+    copy 0 can render ``rgb_array``, of an env id or a factory.
+
+    Raises:
+        ValueError: Gymnasium has no env ``source``.
+        TypeError: A keyword of ``make_kwargs`` the env's creator (with ``gymnasium.make``'s
+            own) or the factory does not take.
+    """
+    gymnasium = _require_gymnasium()
+    if isinstance(source, str):
+        module, _, env_id = source.rpartition(":")
+        if module:
+            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
+        try:
+            spec = gymnasium.spec(env_id)
+        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
+            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
+        _check_keywords(make_kwargs, creator, {"max_episode_steps", "disable_env_checker"}, owner)
+        steps = make_kwargs.get("max_episode_steps")
+        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
+            steps = spec.max_episode_steps
+        name = env_id
+    else:
+        creator, steps = source, make_kwargs.get("max_episode_steps")
+        name = getattr(source, "__name__", type(source).__name__)
+        _check_keywords(make_kwargs, source, {"max_episode_steps"}, f"the factory {name}")
+        if "render_mode" not in (_keywords(source) or ()):
+            return name, steps, False
+    metadata = getattr(creator, "metadata", None)
+    if isinstance(metadata, dict):
+        modes = metadata.get("render_modes", ())
+    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
+        modes = ("rgb_array",) if callable(source) else ()
+    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
+    return name, steps, "rgb_array" in modes
+
+
+def _keywords(fn: Callable[..., Any]) -> set[str] | None:
+    """The keyword names ``fn`` takes, or ``None`` when it takes any or has no signature."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind is not inspect.Parameter.POSITIONAL_ONLY} - {"self"}
+
+
+def _check_keywords(make_kwargs: dict[str, Any], creator: Callable[..., Any], also: set[str], owner: str) -> None:
+    """A keyword ``creator`` does not take (beyond ``also`` and ``render_mode``) is an error now,
+    naming it, rather than a failure of every copy later."""
+    accepted = _keywords(creator)
+    if accepted is None:
+        return
+    accepted |= also
+    unknown = sorted(set(make_kwargs) - accepted - {"render_mode"})
+    if unknown:
+        raise TypeError(f"{owner} takes no keyword {', '.join(map(repr, unknown))}; it takes {sorted(accepted)}")
+
+
+#: Vector env keywords rl8lite sets itself.
+_SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
+
+
+def _check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
+    """A keyword the vector env does not take, or one rl8lite sets, is a ``TypeError`` naming it."""
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
+    reserved = sorted(set(vector_kwargs) & _SET_BY_ADAPTER)
+    if reserved:
+        raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
+    taken = _keywords(vector_cls.__init__)
+    unknown = sorted(set(vector_kwargs) - taken) if taken is not None else []
+    if unknown:
+        valid = sorted(taken - _SET_BY_ADAPTER)
+        raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__}; it takes {valid}")

@@ -1,21 +1,20 @@
-"""Gymnasium's own vector envs under the adapter: one wrapper per copy, failures named.
+"""Gymnasium's vector envs under :class:`~rl8lite.env.GymnasiumEnv`: one wrapper per copy,
+failures named by copy.
 
-Each copy is wrapped in :class:`CopyWrapper`, which names the copy in any exception
-its env raises (as a :class:`SubEnvError` carrying the original type, message and
-traceback), sets and restores physical parameters, and renders copy 0 only.
-:class:`ReportingAsyncVectorEnv` is Gymnasium's ``AsyncVectorEnv`` with two changes:
-a sub-env's exception is raised as that :class:`SubEnvError` (Gymnasium raises a
-bare copy of it and logs the traceback through ``warnings``, which ``-W error``
-turns into a different exception), and a worker that dies is reported by index
-and signal instead of as a bare ``EOFError``; after either, every worker is ended. Its
-workers (:func:`_reporting_worker`) report a copy that fails to build the same way, and
-ignore the process group's SIGINT, SIGTERM and SIGUSR1, which are the main process's to
-handle.
+:class:`CopyWrapper` names its copy in any exception (a :class:`SubEnvError` with the original
+type, message and traceback), sets and restores config values, and renders copy 0 only.
+:class:`ReportingAsyncVectorEnv` raises a sub-env's exception as that :class:`SubEnvError`
+(Gymnasium raises a bare copy and logs the traceback through ``warnings``, which ``-W error``
+turns into another exception) and reports a dead worker by copy and signal, not as a bare
+``EOFError``; after either, every worker is ended.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import inspect
+import re
 import signal
 import time
 import traceback
@@ -26,23 +25,20 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
-from gymnasium.vector.utils import concatenate, create_empty_array
 from gymnasium.vector.async_vector_env import AsyncState, _async_worker
+from gymnasium.vector.utils import concatenate, create_empty_array
 
-from .gymnasium import SubEnvError
+from .base import SubEnvError
 
-#: The reset observation comes in the same step, the final observation beside it in the infos.
-SAME_STEP = AutoresetMode.SAME_STEP
 _GYMNASIUM_ENV_ATTRIBUTES = frozenset(dir(gymnasium.Env))
 _CLASS_ATTRIBUTE = object()  # marks a parameter that was a class attribute before it was set
+_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*|\[[^\]]+\])*")
+_STEP = re.compile(r"\.?([A-Za-z_]\w*)|\[([^\]]+)\]")
 
 
 def _describe_failure(index: int, call: str, error: BaseException) -> str:
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return (
-        f"sub-env {index} raised {type(error).__name__} in {call}: {error}\n"
-        f"--- traceback of sub-env {index} ---\n{trace.rstrip()}"
-    )
+    return f"sub-env {index} raised {type(error).__name__} in {call}: {error}\n--- traceback of sub-env {index} ---\n{trace.rstrip()}"
 
 
 def _is_parameter(value: Any) -> bool:
@@ -59,17 +55,40 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class CopyWrapper(gymnasium.Wrapper):
-    """Copy ``index`` of a vector env (see the module docstring).
+def _steps(path: str) -> list[tuple[bool, Any]]:
+    """``"model.body_mass[1]"`` as ``[(False, "model"), (False, "body_mass"), (True, 1)]``
+    (``True``: an index).
 
-    Args:
-        env: The copy's env (as ``gymnasium.make`` or the user's factory made it).
-        index: Its index in the vector env.
+    Raises:
+        ValueError: ``path`` is not attribute names joined by dots, with ``[index]`` suffixes.
     """
+    if not _PATH.fullmatch(path):
+        raise ValueError("not a path such as 'model.opt.gravity' or 'model.body_mass[1]'")
+    steps = []
+    for name, index in _STEP.findall(path):
+        steps.append((False, name) if name else (True, ast.literal_eval(index)))
+    return steps
+
+
+def _get(obj: Any, step: tuple[bool, Any]) -> Any:
+    is_index, key = step
+    return obj[key] if is_index else getattr(obj, key)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    try:
+        return np.shape(value)
+    except ValueError:  # a ragged list
+        return None
+
+
+class CopyWrapper(gymnasium.Wrapper):
+    """Copy ``index`` of a vector env (see the module docstring)."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)
         self.index = index
+        #: The value each config key had before the config first set it.
         self._originals: dict[str, Any] = {}
 
     def step(self, action: Any) -> Any:
@@ -84,8 +103,9 @@ class CopyWrapper(gymnasium.Wrapper):
         except Exception as e:
             raise SubEnvError(_describe_failure(self.index, "reset()", e)) from e
 
-    def rl8lite_parameters(self) -> dict[str, Any]:
-        """The unwrapped env's public attributes holding numbers, strings or lists of them."""
+    def rl8lite_describe(self) -> tuple[dict[str, Any], int | None]:
+        """The unwrapped env's public attributes holding numbers, strings or lists of them, and
+        the smallest ``TimeLimit`` among the wrappers (``None`` without one)."""
         env, found = self.unwrapped, {}
         for name in dir(env):
             if name.startswith("_") or name in _GYMNASIUM_ENV_ATTRIBUTES:
@@ -96,24 +116,76 @@ class CopyWrapper(gymnasium.Wrapper):
                 continue
             if not isinstance(raw, (property, classmethod, staticmethod)) and _is_parameter(raw):
                 found[name] = _plain(getattr(env, name))
-        return found
+        limits, wrapper = [], self.env
+        while isinstance(wrapper, gymnasium.Wrapper):
+            if isinstance(wrapper, gymnasium.wrappers.TimeLimit):
+                limits.append(wrapper._max_episode_steps)
+            wrapper = wrapper.env
+        return found, min(limits, default=None)
+
+    def rl8lite_check_paths(self, paths: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """Why a path of ``paths`` is unknown, and why its value does not fit, by path; records
+        the current value of each path that fits (before any copy changes it)."""
+        unknown, mismatched = {}, {}
+        for path, value in paths.items():
+            try:
+                current = self._resolve(_steps(path))
+            except (AttributeError, LookupError, TypeError, ValueError, SyntaxError) as e:
+                unknown[path] = f"{path!r}: {type(e).__name__}: {e}"
+                continue
+            shape, received = _shape(current), _shape(value)
+            if shape != received:
+                mismatched[path] = f"has shape {shape}, received {received}"
+            elif path not in self._originals:
+                self._originals[path] = copy.deepcopy(current)
+        return unknown, mismatched
 
     def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
         """Set ``changes`` on the unwrapped env; put back the original value of each of ``restore``."""
         env = self.unwrapped
         try:
-            for name in restore:
-                original = self._originals.pop(name)
-                if original is _CLASS_ATTRIBUTE:
-                    delattr(env, name)  # the class attribute shows again, exactly as it was
+            for key in restore:
+                original = self._originals.pop(key)
+                if not key.isidentifier():
+                    self._write(key, original)
+                elif original is _CLASS_ATTRIBUTE:
+                    delattr(env, key)  # the class attribute shows again, exactly as it was
                 else:
-                    setattr(env, name, original)
-            for name, value in changes.items():
-                if name not in self._originals:
-                    self._originals[name] = vars(env).get(name, _CLASS_ATTRIBUTE)
-                setattr(env, name, value)
+                    setattr(env, key, original)
+            for key, value in changes.items():
+                if key not in self._originals:
+                    self._originals[key] = (
+                        vars(env).get(key, _CLASS_ATTRIBUTE) if key.isidentifier()
+                        else copy.deepcopy(self._resolve(_steps(key)))
+                    )
+                if key.isidentifier():
+                    setattr(env, key, value)
+                else:
+                    self._write(key, value)
         except Exception as e:
             raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
+
+    def _resolve(self, steps: list[tuple[bool, Any]]) -> Any:
+        obj = self.unwrapped
+        for step in steps:
+            obj = _get(obj, step)
+        return obj
+
+    def _write(self, path: str, value: Any) -> None:
+        """Set the value at ``path``: arrays in place (MuJoCo's model arrays are views into
+        the simulator), a class-level list, dict or array on a copy of its own."""
+        env, steps = self.unwrapped, _steps(path)
+        root = steps[0][1]
+        if root not in vars(env) and isinstance(inspect.getattr_static(env, root, None), (list, dict, np.ndarray)):
+            setattr(env, root, copy.deepcopy(getattr(env, root)))  # never the class's own
+        parent = self._resolve(steps[:-1])
+        (is_index, key), current = steps[-1], _get(parent, steps[-1])
+        if isinstance(current, np.ndarray):
+            current[...] = value
+        elif is_index:
+            parent[key] = value
+        else:
+            setattr(parent, key, value)
 
     def rl8lite_render(self) -> Any:
         """Copy 0's frame (``None`` from the other copies, which never render), or why it has
@@ -129,10 +201,7 @@ class CopyWrapper(gymnasium.Wrapper):
 
 
 def make_copy(
-    source: str | Callable[..., Any],
-    make_kwargs: dict[str, Any],
-    index: int,
-    render_kwargs: dict[str, Any],
+    source: str | Callable[..., Any], make_kwargs: dict[str, Any], index: int, render_kwargs: dict[str, Any]
 ) -> CopyWrapper:
     """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
     ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
@@ -320,6 +389,6 @@ def make_vector_env(
     """Gymnasium's ``SyncVectorEnv`` (``mode="sync"``) or ``AsyncVectorEnv`` (``"async"``) over
     ``env_fns``, in the same-step autoreset mode, returning its own arrays (no copies)."""
     if mode == "sync":
-        return SyncVectorEnv(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)
+        return SyncVectorEnv(env_fns, copy=False, autoreset_mode=AutoresetMode.SAME_STEP, **vector_kwargs)
     vector_kwargs.setdefault("worker", _reporting_worker)
-    return ReportingAsyncVectorEnv(env_fns, copy=False, autoreset_mode=SAME_STEP, **vector_kwargs)
+    return ReportingAsyncVectorEnv(env_fns, copy=False, autoreset_mode=AutoresetMode.SAME_STEP, **vector_kwargs)
