@@ -1,7 +1,14 @@
 """Environments: the batched :class:`Env` protocol (rl8's ``rl8.env``), rl8's dummy envs, and
 ordinary Gymnasium envs through :func:`gymnasium_env` (the ``gymnasium`` extra)."""
 
-from .base import ContinuousDummyEnv, DiscreteDummyEnv, Env, EnvConfigError, SubEnvError, apply_env_config
+from .base import (
+    ContinuousDummyEnv,
+    DiscreteDummyEnv,
+    Env,
+    EnvConfigError,
+    SubEnvError,
+    apply_env_config,
+)
 from .gymnasium import GymnasiumEnv, gymnasium_env
 from .references import env_label, env_reference, import_env_class
 

@@ -81,9 +81,13 @@ class Env(ABC):
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be an int >= 1, received {num_envs!r}")
         if self.max_num_envs is not None and num_envs > self.max_num_envs:
-            raise ValueError(f"{name}: num_envs={num_envs} exceeds {name}.max_num_envs={self.max_num_envs}")
+            raise ValueError(
+                f"{name}: num_envs={num_envs} exceeds {name}.max_num_envs={self.max_num_envs}"
+            )
         if horizon is not None and self.max_horizon is not None and horizon > self.max_horizon:
-            raise ValueError(f"{name}: horizon={horizon} exceeds {name}.max_horizon={self.max_horizon}")
+            raise ValueError(
+                f"{name}: horizon={horizon} exceeds {name}.max_horizon={self.max_horizon}"
+            )
         self.num_envs = num_envs
         self.horizon = horizon
         self.config = dict(config or {})
@@ -135,7 +139,9 @@ class Env(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (tensors copied onto the env's device)."""
         for key, value in state.items():
-            setattr(self, key, value.to(self.device, copy=True) if isinstance(value, torch.Tensor) else value)
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device, copy=True)
+            setattr(self, key, value)
 
 
 _NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon"}
@@ -167,7 +173,9 @@ def apply_env_config(
     config = dict(config or {})
     unknown = sorted(set(config) - set(defaults))
     if unknown:
-        raise EnvConfigError(f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}")
+        raise EnvConfigError(
+            f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}"
+        )
     return {**defaults, **config}
 
 
@@ -195,7 +203,8 @@ class _DummyEnv(Env):
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
         params = apply_env_config(type(self).__name__, {"bounds": self.bounds}, config)
         self.bounds = float(params["bounds"])
-        self.state = torch.empty(self.num_envs, 1, device=self.device).uniform_(-self.bounds, self.bounds)
+        self.state = torch.empty(self.num_envs, 1, device=self.device)
+        self.state.uniform_(-self.bounds, self.bounds)
         return self.state.clone()
 
     def _transition(self, delta: torch.Tensor) -> TensorDict:

@@ -7,8 +7,6 @@ Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported on
 from __future__ import annotations
 
 import functools
-import importlib
-import inspect
 import json
 import os
 import weakref
@@ -26,14 +24,15 @@ from .base import Env, EnvConfigError, SubEnvError, apply_env_config
 #: Classes made by :func:`gymnasium_env`, by their reference (or, for a factory no dotted path
 #: names, by the factory object and the options), so equal calls give one class.
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
-_MODES = ("sync", "async")
 
 
 def _require_gymnasium() -> Any:
     try:
         import gymnasium
     except ImportError as e:
-        raise ImportError("rl8lite.env.gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]") from e
+        raise ImportError(
+            "rl8lite.env.gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]"
+        ) from e
     return gymnasium
 
 
@@ -55,23 +54,23 @@ class GymnasiumEnv(Env):
     ``i`` with ``base + rank * num_envs + i`` (``base``: the ``seed`` option, else drawn from
     torch's RNG; ``rank``: ``RANK`` under ``torchrun``); later resets do not reseed.
 
-    ``reset(config={...})`` sets parameters on every copy's unwrapped env until a reset with
-    another config; ``config=None`` restores the values the env was built with (the
-    constructor's ``config`` over the env's own). A key is a public attribute holding plain
-    data (Acrobot's ``LINK_MASS_1``; see :attr:`default_config`) or a dotted path into the
-    unwrapped env, with indices (``"model.opt.gravity"``, ``"model.body_mass[1]"``: a
-    MuJoCo env's physics), whose arrays are written in place. Quantities the env derives in
-    its ``__init__`` (CartPole's ``total_mass``) are not recomputed.
+    ``reset(config={...})`` sets values on every copy's unwrapped env until a reset with
+    another config; ``config=None`` restores those the env was built with (the constructor's
+    ``config`` over the env's own). A key is a public attribute holding plain data (Acrobot's
+    ``LINK_MASS_1``; see :attr:`default_config`) or a dotted path with indices into the
+    unwrapped env (``"model.opt.gravity"``, ``"model.body_mass[1]"``: a MuJoCo env's physics),
+    written in place. What the env derives from them in ``__init__`` is not recomputed.
 
-    The copies' states live in Gymnasium objects: :meth:`state_dict` holds none of them, so
-    an algorithm restored from a checkpoint resets the env under a new base seed.
+    :attr:`max_episode_steps` is the class's (the registered limit, or the keyword's) or, for
+    a factory without one, the ``TimeLimit`` among copy 0's wrappers. The copies' states live
+    in Gymnasium objects, outside :meth:`state_dict`: a restored algorithm resets the env.
     """
 
     restores_state: ClassVar[bool] = False
     #: What :func:`gymnasium_env` was called with, as plain data (``None`` when it cannot be:
     #: a factory without a dotted path, or options that are not numbers, strings, lists, dicts).
     reference: ClassVar[dict[str, Any] | None] = None
-    #: The options as one string, naming a factory by its module and name (for tracking).
+    #: The options as one string, a factory named by its own module and name (for tracking).
     label: ClassVar[str] = ""
     #: The env id (``gymnasium.make``'s) or the factory making one copy.
     source: ClassVar[str | Callable[..., Any]]
@@ -83,41 +82,42 @@ class GymnasiumEnv(Env):
     render_kwargs: ClassVar[dict[str, Any]] = {}
 
     def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
+        self, num_envs: int, /, horizon: int | None = None, *,
+        config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         from . import gymnasium_spaces as spaces
         from . import gymnasium_vector as vector
+        from .gymnasium_copy import make_copy
 
         base = self.seed if self.seed is not None else _draw_seed()
         self._next_seed: int | None = base + _rank() * num_envs
         env_fns = [
-            functools.partial(vector.make_copy, self.source, self.make_kwargs, i, self.render_kwargs if i == 0 else {})
+            functools.partial(make_copy, self.source, self.make_kwargs, i,
+                              self.render_kwargs if i == 0 else {})
             for i in range(num_envs)
         ]
-        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, dict(self.vector_kwargs))
-        self._close = weakref.finalize(self, vector.shutdown, self._vector)
+        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        self._close = weakref.finalize(self, self._vector.close)
         self._failure: BaseException | None = None
+        self._applied: dict[str, Any] = {}
         try:
             self._observation_space = self._vector.single_observation_space
-            self.observation_spec, self._convert = spaces.observation_mapping(self._observation_space, self.device)
-            self.action_spec, self._env_actions = spaces.action_mapping(self._vector.single_action_space, self.device)
-            #: The unwrapped env's plain parameters as it was made: the plain keys a config may set.
+            self.observation_spec, self._convert = spaces.observation_mapping(
+                self._observation_space, self.device
+            )
+            self.action_spec, self._env_actions = spaces.action_mapping(
+                self._vector.single_action_space, self.device
+            )
+            #: The unwrapped env's plain parameters as it was made: the plain keys of a config.
             self.default_config: dict[str, Any]
             self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
-            if self.max_episode_steps is None:  # a factory's own TimeLimit, read from copy 0
+            if self.max_episode_steps is None:
                 self.max_episode_steps = time_limit
             self._check_config(self.config)
         except BaseException:
             self.close()
             raise
-        self._applied: dict[str, Any] = {}
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         target = {**self.config, **(config or {})}
@@ -131,25 +131,31 @@ class GymnasiumEnv(Env):
         return self._convert(obs, self.num_envs)
 
     def _check_config(self, config: dict[str, Any]) -> None:
-        """Unknown keys and paths are an :class:`EnvConfigError`, shape mismatches a ``ValueError``."""
+        """An unknown key or path is an :class:`EnvConfigError`; a misshapen value, a ValueError."""
         name = type(self).__name__
-        apply_env_config(name, self.default_config, {k: v for k, v in config.items() if k.isidentifier()})
-        paths = {key: value for key, value in config.items() if not key.isidentifier()}
-        if paths:
-            unknown, mismatched = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
-            if unknown:
-                raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: " + "; ".join(unknown.values()))
-            if mismatched:
-                raise ValueError(f"{name}: config " + "; ".join(f"{p!r} {why}" for p, why in mismatched.items()))
+        plain = {key: value for key, value in config.items() if key.isidentifier()}
+        apply_env_config(name, self.default_config, plain)
+        paths = {key: value for key, value in config.items() if key not in plain}
+        if not paths:
+            return
+        unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
+        if unknown:
+            why = "; ".join(unknown.values())
+            raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: {why}")
+        if misfits:
+            why = "; ".join(f"{path!r} {reason}" for path, reason in misfits.items())
+            raise ValueError(f"{name}: config {why}")
 
     def step(self, action: torch.Tensor) -> TensorDict:
         n = self.num_envs
-        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, self._env_actions(action))
+        batch, rewards, terminated, truncated, infos = self._run(
+            self._vector.step, self._env_actions(action)
+        )
         obs = final_obs = self._convert(batch, n)
-        if "final_obs" in infos:  # copies that finished: their last observation, from the same step
+        if "final_obs" in infos:  # the last observations of the copies that finished
             final_obs = self._final_obs(batch, obs, infos)
-        # Vector envs return new reward and flag arrays each step: wrapped without copies, the
-        # reward cast by numpy (half the time of torch's ``to`` on 32 copies).
+        # The vector env's arrays are new each step: wrapped without copies, the reward cast by
+        # numpy (half the time of torch's ``to`` for 32 copies).
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -167,9 +173,9 @@ class GymnasiumEnv(Env):
         return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
-        """``obs`` with the rows of the copies that finished replaced by their final observations."""
+        """``obs`` with the rows of the copies that finished replaced by their last observations."""
         done = np.flatnonzero(infos["_final_obs"])
-        if isinstance(batch, np.ndarray):  # one conversion of a patched copy: 2x faster than by rows
+        if isinstance(batch, np.ndarray):  # a patched copy, converted once: 2x faster than by rows
             final = batch.copy()
             for i in done:
                 final[i] = infos["final_obs"][i]
@@ -190,18 +196,21 @@ class GymnasiumEnv(Env):
             NotImplementedError: Copy 0 was made without ``render_mode="rgb_array"``, or the
                 env's renderer is not installed (e.g. pygame for classic control).
         """
-        name = type(self).__name__
-        if self._vector.render_mode != "rgb_array":
+        name, mode = type(self).__name__, self._vector.render_mode
+        if mode != "rgb_array":
             raise NotImplementedError(
-                f"{name}: copy 0 was made with render_mode={self._vector.render_mode!r}; render() needs"
-                " 'rgb_array' (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
+                f"{name}: copy 0 was made with render_mode={mode!r}; render() needs 'rgb_array'"
+                " (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
             )
         frame = self._run(self._vector.call, "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-            raise ValueError(f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8")
+            raise ValueError(
+                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)},"
+                " not [H, W, 3] uint8"
+            )
         return frame
 
     @property
@@ -211,7 +220,7 @@ class GymnasiumEnv(Env):
         return self._vector
 
     def close(self) -> None:
-        """Close every copy and end the worker processes (also on garbage collection and exit)."""
+        """Close every copy and end the worker processes (also on garbage collection, exit)."""
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
@@ -253,7 +262,7 @@ def gymnasium_env(
     vector_kwargs: dict[str, Any] | None = None,
     **make_kwargs: Any,
 ) -> type[GymnasiumEnv]:
-    """An :class:`~rl8lite.Env` subclass stepping copies of a Gymnasium env (see :class:`GymnasiumEnv`).
+    """An :class:`~rl8lite.Env` class stepping copies of a Gymnasium env (a :class:`GymnasiumEnv`).
 
     Args:
         env_id_or_factory: A registered env id, as ``gymnasium.make`` takes it
@@ -269,9 +278,7 @@ def gymnasium_env(
             the env offers it (factories: when they take ``render_mode``).
 
     Returns:
-        The env class, named after the env id or the factory; equal calls return the same
-        class. Its ``max_episode_steps`` is the registered limit or the keyword's; a factory's
-        instances read it from the ``TimeLimit`` among copy 0's wrappers when neither is given.
+        The env class, named after the env id or the factory; equal calls return one class.
 
     Raises:
         ImportError: Gymnasium is not installed.
@@ -291,27 +298,31 @@ def gymnasium_env(
         >>> algo.close()
     """
     _require_gymnasium()
-    if vectorization_mode not in _MODES:
-        raise ValueError(f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}")
+    source = env_id_or_factory
+    if vectorization_mode not in ("sync", "async"):
+        raise ValueError(
+            f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}"
+        )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
-    if not isinstance(env_id_or_factory, str) and not callable(env_id_or_factory):
-        raise TypeError(f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}")
+    if not isinstance(source, str) and not callable(source):
+        raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    options, reference = _options(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
-    if reference is not None:
-        key: Any = json.dumps(reference, sort_keys=True)
-    else:  # the factory object itself (no path names it) and the options as written
-        key = (env_id_or_factory, vectorization_mode, seed, repr(sorted(vector_kwargs.items())),
-               repr(sorted(make_kwargs.items())))
+    options, reference = _options(source, vectorization_mode, seed, vector_kwargs, make_kwargs)
+    key: Any = json.dumps(reference, sort_keys=True)
+    if reference is None:  # the factory object itself (no path names it) and the options
+        key = (source, repr(sorted(options.items())))
         try:
             hash(key)
         except TypeError:  # an unhashable callable: a new class each call
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    name, max_episode_steps, renders = _describe_source(env_id_or_factory, make_kwargs)
-    _check_vector_kwargs(vectorization_mode, vector_kwargs)
+    from .gymnasium_copy import describe_source
+    from .gymnasium_vector import check_vector_kwargs
+
+    name, max_episode_steps, renders = describe_source(source, make_kwargs)
+    check_vector_kwargs(vectorization_mode, vector_kwargs)
     if "render_mode" in make_kwargs:
         render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
     else:
@@ -319,10 +330,10 @@ def gymnasium_env(
     cls = type(name, (GymnasiumEnv,), {
         "__module__": __name__,
         "__qualname__": name,
-        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
+        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see GymnasiumEnv.",
         "reference": reference,
         "label": repr(options),
-        "source": staticmethod(env_id_or_factory) if callable(env_id_or_factory) else env_id_or_factory,
+        "source": staticmethod(source) if callable(source) else source,
         "vectorization_mode": vectorization_mode,
         "seed": seed,
         "make_kwargs": make_kwargs,
@@ -336,27 +347,24 @@ def gymnasium_env(
 
 
 def _options(
-    source: str | Callable[..., Any],
-    mode: str,
-    seed: int | None,
-    vector_kwargs: dict[str, Any],
-    make_kwargs: dict[str, Any],
+    source: str | Callable[..., Any], mode: str, seed: int | None,
+    vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The options as a dict (a factory named by its module and name), and that dict again
-    where it is a reference: plain data, naming a factory that its path imports back."""
-    nameable = isinstance(source, str)
+    """The options as a dict (a factory named by its own module and name), and again as the
+    reference where it is one: plain data, and a factory's path imports back to it."""
     if isinstance(source, str):
         options: dict[str, Any] = {"gymnasium": source}
+        nameable = True
     else:
         # Only a path that imports back to this very object names it: two module-level
         # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
         module = getattr(source, "__module__", None) or type(source).__module__
-        path = f"{module}.{getattr(source, '__qualname__', type(source).__qualname__)}"
+        qualname = getattr(source, "__qualname__", None) or type(source).__qualname__
+        options = {"gymnasium_factory": f"{module}.{qualname}"}
         try:
             nameable = import_dotted_path(dotted_path(source)) is source
         except (ImportError, AttributeError):
-            pass
-        options = {"gymnasium_factory": path}
+            nameable = False
     options["vectorization_mode"] = mode
     if seed is not None:
         options["seed"] = seed
@@ -371,90 +379,6 @@ def _is_plain(value: Any) -> bool:
         return True
     if isinstance(value, (list, tuple)):
         return all(_is_plain(v) for v in value)
-    return isinstance(value, dict) and all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
-
-
-def _describe_source(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
-) -> tuple[str, int | None, bool]:
-    """The class name, the longest episode (where known before a copy is built) and whether
-    copy 0 can render ``rgb_array``, of an env id or a factory.
-
-    Raises:
-        ValueError: Gymnasium has no env ``source``.
-        TypeError: A keyword of ``make_kwargs`` the env's creator (with ``gymnasium.make``'s
-            own) or the factory does not take.
-    """
-    gymnasium = _require_gymnasium()
-    if isinstance(source, str):
-        module, _, env_id = source.rpartition(":")
-        if module:
-            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
-            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = gymnasium.envs.registration.load_env_creator(creator)
-        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-        _check_keywords(make_kwargs, creator, {"max_episode_steps", "disable_env_checker"}, owner)
-        steps = make_kwargs.get("max_episode_steps")
-        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
-            steps = spec.max_episode_steps
-        name = env_id
-    else:
-        creator, steps = source, make_kwargs.get("max_episode_steps")
-        name = getattr(source, "__name__", type(source).__name__)
-        _check_keywords(make_kwargs, source, {"max_episode_steps"}, f"the factory {name}")
-        if "render_mode" not in (_keywords(source) or ()):
-            return name, steps, False
-    metadata = getattr(creator, "metadata", None)
-    if isinstance(metadata, dict):
-        modes = metadata.get("render_modes", ())
-    else:  # a factory taking render_mode is trusted to offer rgb_array; an env id's creator is not
-        modes = ("rgb_array",) if callable(source) else ()
-    steps = steps if steps is None or steps > 0 else None  # gymnasium.make: -1 means no limit
-    return name, steps, "rgb_array" in modes
-
-
-def _keywords(fn: Callable[..., Any]) -> set[str] | None:
-    """The keyword names ``fn`` takes, or ``None`` when it takes any or has no signature."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return {p.name for p in parameters if p.kind is not inspect.Parameter.POSITIONAL_ONLY} - {"self"}
-
-
-def _check_keywords(make_kwargs: dict[str, Any], creator: Callable[..., Any], also: set[str], owner: str) -> None:
-    """A keyword ``creator`` does not take (beyond ``also`` and ``render_mode``) is an error now,
-    naming it, rather than a failure of every copy later."""
-    accepted = _keywords(creator)
-    if accepted is None:
-        return
-    accepted |= also
-    unknown = sorted(set(make_kwargs) - accepted - {"render_mode"})
-    if unknown:
-        raise TypeError(f"{owner} takes no keyword {', '.join(map(repr, unknown))}; it takes {sorted(accepted)}")
-
-
-#: Vector env keywords rl8lite sets itself.
-_SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
-
-
-def _check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
-    """A keyword the vector env does not take, or one rl8lite sets, is a ``TypeError`` naming it."""
-    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
-
-    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    reserved = sorted(set(vector_kwargs) & _SET_BY_ADAPTER)
-    if reserved:
-        raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
-    taken = _keywords(vector_cls.__init__)
-    unknown = sorted(set(vector_kwargs) - taken) if taken is not None else []
-    if unknown:
-        valid = sorted(taken - _SET_BY_ADAPTER)
-        raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__}; it takes {valid}")
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _is_plain(v) for k, v in value.items()
+    )

@@ -35,9 +35,9 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
             raise ImportError(
-                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or checkpoint:"
-                " make it with an env id or a module-level factory, and make keywords that are"
-                " numbers, strings, lists or dicts"
+                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or"
+                " checkpoint: make it with an env id or a module-level factory, and make keywords"
+                " that are numbers, strings, lists or dicts"
             )
         return dict(env_cls.reference)
     return dotted_path(env_cls)
@@ -70,7 +70,8 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     Examples:
         >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
         'DiscreteDummyEnv'
-        >>> import_env_class({"gymnasium": "CartPole-v1"}) is import_env_class("gymnasium:CartPole-v1")
+        >>> CartPole = import_env_class("gymnasium:CartPole-v1")
+        >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
         True
     """
     if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
