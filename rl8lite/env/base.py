@@ -197,8 +197,8 @@ class _DummyEnv(Env):
         self.bounds = float(self.config.get("bounds", 100.0))
         self.state = torch.zeros(num_envs, 1, device=self.device)
 
-    def _action_spec(self) -> Spec:
-        raise NotImplementedError
+    @abstractmethod
+    def _action_spec(self) -> Spec: ...
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
         params = apply_env_config(type(self).__name__, {"bounds": self.bounds}, config)

@@ -309,8 +309,9 @@ def gymnasium_env(
         raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
     options, reference = _options(source, vectorization_mode, seed, vector_kwargs, make_kwargs)
-    key: Any = json.dumps(reference, sort_keys=True)
-    if reference is None:  # the factory object itself (no path names it) and the options
+    if reference is not None:
+        key: Any = json.dumps(reference, sort_keys=True)
+    else:  # the factory object itself (no path names it) and the options
         key = (source, repr(sorted(options.items())))
         try:
             hash(key)
