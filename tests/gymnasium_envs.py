@@ -126,8 +126,8 @@ class Sized(gymnasium.Env):
 
 # Two factories whose dotted paths are the same ("tests.gymnasium_envs.<lambda>"), and bound
 # methods of two makers (both "tests.gymnasium_envs.Maker.make"): different envs all the same.
-narrow_env = lambda **kwargs: Sized(2)  # noqa: E731
-wide_env = lambda **kwargs: Sized(7)  # noqa: E731
+narrow_env = lambda **kwargs: Sized(2)
+wide_env = lambda **kwargs: Sized(7)
 
 
 class Maker:
@@ -158,3 +158,8 @@ class BadFrames(Sized):
 
     def render(self) -> Any:
         return np.zeros((8, 8, 3))
+
+
+def make_normalized(**kwargs: Any) -> gymnasium.Env:
+    """A factory wrapping ``gymnasium.make``: its TimeLimit lies under another wrapper."""
+    return gymnasium.wrappers.NormalizeObservation(gymnasium.make("CartPole-v1", **kwargs))

@@ -84,7 +84,7 @@ def test_train_from_yaml_saves_a_servable_policy(
     assert "until 64 env steps" in out and f"saved the policy to {model} (load it" in out and "mlflow ui" in out
     (run,) = runs_of(client, experiment_name)
     assert run.info.status == "FINISHED"
-    assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.dummy.DiscreteDummyEnv"
+    assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.base.DiscreteDummyEnv"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [STEP, 2 * STEP]
     obs = np.array([[-3.0], [0.5], [2.0]], dtype=np.float32)
     actions = np.asarray(mlflow.pyfunc.load_model(str(model)).predict(obs))

@@ -19,7 +19,7 @@ from gymnasium import spaces
 from rl8lite import Algorithm, TrainConfig, Trainer
 from rl8lite.algorithms.checks import check_step_output
 from rl8lite.env import EnvConfigError, env_reference, gymnasium_env, import_env_class
-from rl8lite.env._gymnasium_spaces import (
+from rl8lite.env.gymnasium_spaces import (
     UnsupportedSpaceError,
     action_mapping,
     observation_mapping,
@@ -333,6 +333,84 @@ def test_constructor_config_is_the_default_and_class_attributes_come_back_exactl
         env.close()
 
 
+MUJOCO_CONFIG = {"model.opt.gravity": [0.0, 0.0, -12.0], "model.body_mass[1]": 5.0}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_config_paths_set_mujoco_physics_on_every_copy_across_auto_resets_and_restore_it(mode: str) -> None:
+    pytest.importorskip("mujoco")
+    env = gymnasium_env("InvertedPendulum-v5", vectorization_mode=mode, seed=3)(2)
+    references = [gymnasium.make("InvertedPendulum-v5") for _ in range(2)]
+    built = references[0].unwrapped.model
+    gravity, masses = built.opt.gravity.copy(), built.body_mass.copy()
+    for reference in references:
+        reference.unwrapped.model.opt.gravity[:] = [0.0, 0.0, -12.0]
+        reference.unwrapped.model.body_mass[1] = 5.0
+    try:
+        obs = env.reset(config=MUJOCO_CONFIG)
+        assert_rows_equal(obs, [r.reset(seed=3 + i)[0] for i, r in enumerate(references)], "reset")
+        resets = 0
+        for t in range(40):  # the pole falls within ~10 steps: auto-resets keep the physics
+            out = env.step(torch.full((2, 1), 1.0))
+            rows = []
+            for reference in references:
+                row, _, terminated, truncated, _ = reference.step(np.array([1.0], F32))
+                if terminated or truncated:
+                    row, _ = reference.reset()
+                    resets += 1
+                rows.append(row)
+            assert_rows_equal(out["obs"], rows, f"obs at step {t}")
+        assert resets >= 4
+        for model in env.vector_env.get_attr("model"):
+            assert model.opt.gravity.tolist() == [0.0, 0.0, -12.0] and model.body_mass[1] == 5.0
+        env.reset()  # config=None: the physics the env was built with
+        for model in env.vector_env.get_attr("model"):
+            assert np.array_equal(model.opt.gravity, gravity) and np.array_equal(model.body_mass, masses)
+        with pytest.raises(EnvConfigError, match=r"InvertedPendulum-v5 has no config path\(s\) "
+                           r"\['model.opt.gravty'\]: 'model.opt.gravty': AttributeError"):
+            env.reset(config={"model.opt.gravty": [0.0, 0.0, -1.0], "model.body_mass[1]": 5.0})
+        with pytest.raises(EnvConfigError, match=r"\['model.body_mass\[7\]'\]: .*IndexError"):
+            env.reset(config={"model.body_mass[7]": 5.0})
+        with pytest.raises(ValueError, match=r"InvertedPendulum-v5: config 'model.opt.gravity' has "
+                           r"shape \(3,\), received \(2,\)"):
+            env.reset(config={"model.opt.gravity": [0.0, -12.0]})
+        for model in env.vector_env.get_attr("model"):  # nothing was changed
+            assert np.array_equal(model.opt.gravity, gravity) and np.array_equal(model.body_mass, masses)
+        assert env.step(torch.zeros(2, 1))["obs"].shape == (2, 4)
+    finally:
+        env.close()
+
+
+def test_config_paths_into_a_classic_control_env_never_change_its_class() -> None:
+    from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+
+    config = {"AVAIL_TORQUE[2]": 2.5, "LINK_MASS_1": 1.5}
+    env = gymnasium_env("Acrobot-v1", seed=0, max_episode_steps=10)(2, config={"AVAIL_TORQUE[0]": -2.5})
+    references = [gymnasium.make("Acrobot-v1", max_episode_steps=10) for _ in range(2)]
+    for reference in references:
+        reference.unwrapped.AVAIL_TORQUE, reference.unwrapped.LINK_MASS_1 = [-2.5, 0.0, 2.5], 1.5
+    try:
+        obs = env.reset(config=config)
+        assert_rows_equal(obs, [r.reset(seed=i)[0] for i, r in enumerate(references)], "reset")
+        for t in range(25):  # truncated every 10 steps
+            out = env.step(torch.full((2, 1), 2))
+            rows = []
+            for reference in references:
+                row, _, terminated, truncated, _ = reference.step(2)
+                rows.append(reference.reset()[0] if terminated or truncated else row)
+            assert_rows_equal(out["obs"], rows, f"obs at step {t}")
+        assert AcrobotEnv.AVAIL_TORQUE == [-1.0, 0.0, 1]  # each copy's own list was changed
+        env.reset()  # the constructor's config stays
+        assert env.vector_env.get_attr("AVAIL_TORQUE") == ([-2.5, 0.0, 1], [-2.5, 0.0, 1])
+        assert env.vector_env.get_attr("LINK_MASS_1") == (1.0, 1.0)
+        with pytest.raises(EnvConfigError, match=r"has no config path\(s\) \['AVAIL_TORQUE\[3\]'\]"):
+            env.reset(config={"AVAIL_TORQUE[3]": 1.0})
+        with pytest.raises(EnvConfigError, match=r"has no config path\(s\) \['LINK_MASS_1\.x'\]"):
+            env.reset(config={"LINK_MASS_1.x": 1.0})
+    finally:
+        env.close()
+
+
 def test_eval_under_another_config_then_training_under_the_own_one(experiment_name: str) -> None:
     algorithm = Algorithm(
         gymnasium_env("Pendulum-v1", seed=0),
@@ -527,6 +605,47 @@ def test_factories_a_dotted_path_cannot_tell_apart_get_classes_of_their_own() ->
                 assert env.observation_spec.shape == (size,)
             finally:
                 env.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_factorys_env_reports_the_time_limit_among_its_wrappers(mode: str) -> None:
+    from .gymnasium_envs import make_normalized
+
+    Normalized = gymnasium_env(make_normalized, vectorization_mode=mode)
+    assert Normalized.max_episode_steps is None  # no copy is built before the env is
+    for cls, limit in [(Normalized, 500), (gymnasium_env(make_dict_walk), None),
+                       (gymnasium_env(make_normalized, max_episode_steps=30), 30)]:
+        env = cls(2)
+        try:
+            assert env.max_episode_steps == limit, cls
+        finally:
+            env.close()
+
+
+def test_env_label_names_a_factory_where_it_lives() -> None:
+    from rl8lite.env import env_label
+
+    from .gymnasium_envs import make_normalized
+
+    def make_local(**kwargs: Any) -> Any:
+        return make_normalized(**kwargs)
+
+    assert env_label(gymnasium_env(make_local, seed=2)) == (
+        f"{{'gymnasium_factory': '{__name__}.{make_local.__qualname__}', 'vectorization_mode': 'sync', 'seed': 2}}"
+    )
+    make_local.__module__ = "__main__"  # as a factory defined in a script
+    make_local.__qualname__ = "make_normalized"
+    assert env_label(gymnasium_env(make_local)) == (
+        "{'gymnasium_factory': '__main__.make_normalized', 'vectorization_mode': 'sync'}"
+    )
+    Walk = gymnasium_env(make_dict_walk, step_size=0.5)
+    assert env_label(Walk) == repr(env_reference(Walk))
+
+
+def test_the_dummy_envs_old_dotted_path_still_imports() -> None:
+    from rl8lite.env import DiscreteDummyEnv
+
+    assert import_env_class("rl8lite.env.dummy.DiscreteDummyEnv") is DiscreteDummyEnv  # old checkpoints
 
 
 def test_max_episode_steps_none_keeps_the_registered_limit() -> None:

@@ -1,9 +1,15 @@
 """Environments: the batched :class:`Env` protocol (rl8's ``rl8.env``), rl8's dummy envs, and
 ordinary Gymnasium envs through :func:`gymnasium_env` (the ``gymnasium`` extra)."""
 
-from .base import Env, EnvConfigError, apply_env_config
-from .dummy import ContinuousDummyEnv, DiscreteDummyEnv
-from .gymnasium import GymnasiumEnv, SubEnvError, gymnasium_env
+from .base import (
+    ContinuousDummyEnv,
+    DiscreteDummyEnv,
+    Env,
+    EnvConfigError,
+    SubEnvError,
+    apply_env_config,
+)
+from .gymnasium import GymnasiumEnv, gymnasium_env
 from .references import env_label, env_reference, import_env_class
 
 __all__ = [

@@ -1,15 +1,4 @@
-"""The batched environment protocol.
-
-An :class:`Env` simulates ``num_envs`` independent copies as tensors. ``step``
-returns a :class:`~tensordict.TensorDict` with ``"obs"`` and ``"rewards"``
-(``[N, 1]``) and, for episodic envs, ``"terminated"`` and ``"truncated"``
-(``[N, 1]`` bool). An episodic env resets finished copies itself and returns
-their new first observation in ``"obs"``; it may also return ``"final_obs"``,
-the last observation before that reset, so that a truncated copy bootstraps
-from the value of its true final state. Without ``"final_obs"`` the value of
-the pre-step observation stands in (as rsl_rl does). An env that never returns
-``"terminated"``/``"truncated"`` is infinite-horizon, exactly as in rl8.
-"""
+"""The batched environment protocol, its errors, and rl8's two dummy envs."""
 
 from __future__ import annotations
 
@@ -19,8 +8,8 @@ from typing import Any, ClassVar
 import torch
 from tensordict import TensorDict
 
-from ..data import Device
-from ..specs import Spec
+from ..data import DataKeys, Device
+from ..specs import Categorical, Spec, Unbounded
 
 
 class EnvConfigError(KeyError):
@@ -30,11 +19,21 @@ class EnvConfigError(KeyError):
         return str(self.args[0])
 
 
+class SubEnvError(RuntimeError):
+    """A copy of a Gymnasium env raised, or its worker process died.
+
+    The message names the copy, the exception's type and message, and its traceback (from the
+    worker process for async envs). The env is closed after it: no worker process remains.
+    """
+
+
 class Env(ABC):
     """Protocol of the batched, torch-native environments rl8lite trains on.
 
-    Subclasses set :attr:`observation_spec` and :attr:`action_spec` in
-    ``__init__`` and implement :meth:`reset` and :meth:`step`.
+    An env simulates ``num_envs`` independent copies as tensors. Subclasses set
+    :attr:`observation_spec` and :attr:`action_spec` in ``__init__`` and implement
+    :meth:`reset` and :meth:`step`. An env whose :meth:`step` never returns ``"terminated"`` or
+    ``"truncated"`` is infinite-horizon, as in rl8; an episodic one resets finished copies itself.
 
     Args:
         num_envs: Number of independent copies simulated by this instance.
@@ -56,12 +55,10 @@ class Env(ABC):
     max_horizon: ClassVar[int | None] = None
     #: Optional cap on ``num_envs`` (checked at construction).
     max_num_envs: ClassVar[int | None] = None
-    #: Longest episode the env runs before truncating it itself (episodic envs).
-    #: Used to pick ``horizons_per_env_reset`` when it is left unset.
-    max_episode_steps: ClassVar[int | None] = None
-    #: Whether :meth:`load_state_dict` restores every copy exactly. An env whose copies
-    #: live outside its attributes (e.g. Gymnasium envs) sets it to ``False``, and an
-    #: algorithm loading its state resets it at the next collect.
+    #: Longest episode before the env truncates it itself (episodic envs; ``None``: unknown).
+    max_episode_steps: int | None = None
+    #: Whether :meth:`load_state_dict` restores every copy exactly; when ``False``, an
+    #: algorithm loading the env's state resets it at the next collect.
     restores_state: ClassVar[bool] = True
     #: Whether :meth:`step` can be captured in a CUDA graph and replayed: it reads and writes its
     #: state in place (the same tensors, across :meth:`reset` and :meth:`load_state_dict` too), reads
@@ -105,13 +102,12 @@ class Env(ABC):
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         """Reset every copy, applying ``config`` (a dict of env parameters).
 
-        ``config=None`` should bring back the env's own parameters (those it was built
-        with), as the example envs do: training resets with ``None`` after an
-        evaluation under another config (:meth:`rl8lite.Trainer.eval`).
+        ``config=None`` should bring back the parameters the env was built with: training
+        resets with ``None`` after an evaluation under another config.
 
         Returns:
-            The first observation of every copy, matching :attr:`observation_spec`
-            with a leading ``[num_envs]`` batch dimension.
+            The first observation of every copy, matching :attr:`observation_spec` with a
+            leading ``[num_envs]`` batch dimension.
         """
 
     @abstractmethod
@@ -119,9 +115,10 @@ class Env(ABC):
         """Apply ``action`` to every copy and return the transition.
 
         Returns:
-            A TensorDict with ``"obs"`` and ``"rewards"`` (``[N, 1]``), and
-            optionally ``"terminated"``, ``"truncated"`` (``[N, 1]`` bool) and
-            ``"final_obs"``.
+            A TensorDict with ``"obs"`` and ``"rewards"`` (``[N, 1]``), and optionally
+            ``"terminated"``, ``"truncated"`` (``[N, 1]`` bool) and ``"final_obs"`` (the last
+            observation of the copies that finished, whose ``"obs"`` is already the next
+            episode's first; without it, the pre-step observation's value bootstraps).
         """
 
     def render(self) -> Any:
@@ -131,18 +128,13 @@ class Env(ABC):
     def close(self) -> None:
         """Release what the env holds outside Python objects (worker processes, windows).
 
-        A no-op here. :meth:`rl8lite.Algorithm.close` calls it (so do
-        :meth:`rl8lite.Trainer.close` and leaving a trainer's ``with`` block); an env
-        that needs it should also release its resources when garbage-collected or at
-        interpreter exit, for envs nobody closed. Calling it twice is harmless.
+        Calling it twice is harmless. An env that needs it should also release its resources
+        when garbage-collected, for envs nobody closed.
         """
 
     def state_dict(self) -> dict[str, Any]:
-        """The env's state for checkpoints: its tensor attributes and plain-valued ones.
-
-        Covers envs whose state lives in tensors and numbers (as batched
-        simulators' does); override together with :meth:`load_state_dict` otherwise.
-        """
+        """The env's state for checkpoints: its tensor attributes and plain-valued ones;
+        override together with :meth:`load_state_dict` where the state lives elsewhere."""
         return {
             key: value.clone() if isinstance(value, torch.Tensor) else value
             for key, value in vars(self).items()
@@ -178,7 +170,15 @@ def _is_plain(value: Any) -> bool:
 def apply_env_config(
     env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """Merge ``config`` over ``defaults``; a key not in ``defaults`` is an error naming it."""
+    """Merge ``config`` over ``defaults``; a key not in ``defaults`` is an error naming it.
+
+    Raises:
+        EnvConfigError: ``config`` has a key ``defaults`` lacks.
+
+    Examples:
+        >>> apply_env_config("Walk", {"speed": 1.0, "size": 2}, {"speed": 3.0})
+        {'speed': 3.0, 'size': 2}
+    """
     config = dict(config or {})
     unknown = sorted(set(config) - set(defaults))
     if unknown:
@@ -186,3 +186,60 @@ def apply_env_config(
             f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}"
         )
     return {**defaults, **config}
+
+
+class _DummyEnv(Env):
+    """A position on a line, moved by the action; the reward is minus its distance from 0."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        /,
+        horizon: int | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.observation_spec = Unbounded(1, device=self.device)
+        self.action_spec = self._action_spec()
+        self.bounds = float(self.config.get("bounds", 100.0))
+        self.state = torch.zeros(num_envs, 1, device=self.device)
+
+    @abstractmethod
+    def _action_spec(self) -> Spec: ...
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        params = apply_env_config(type(self).__name__, {"bounds": self.bounds}, config)
+        self.bounds = float(params["bounds"])
+        self.state = torch.empty(self.num_envs, 1, device=self.device)
+        self.state.uniform_(-self.bounds, self.bounds)
+        return self.state.clone()
+
+    def _transition(self, delta: torch.Tensor) -> TensorDict:
+        self.state = self.state + delta
+        return TensorDict(
+            {DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
+            batch_size=[self.num_envs],
+            device=self.device,
+        )
+
+
+class ContinuousDummyEnv(_DummyEnv):
+    """Dummy env whose action moves the state by any real amount (rl8's)."""
+
+    def _action_spec(self) -> Spec:
+        return Unbounded(1, device=self.device)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        return self._transition(action)
+
+
+class DiscreteDummyEnv(_DummyEnv):
+    """Dummy env whose action moves the state one unit left (0) or right (1) (rl8's)."""
+
+    def _action_spec(self) -> Spec:
+        return Categorical(2, shape=[1], device=self.device)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        return self._transition(2 * action - 1)

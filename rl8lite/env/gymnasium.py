@@ -1,12 +1,7 @@
 """Ordinary Gymnasium environments as rl8lite envs, over Gymnasium's own vector envs.
 
-:func:`gymnasium_env` returns an :class:`~rl8lite.Env` subclass whose instances
-step ``num_envs`` copies of a Gymnasium env with ``SyncVectorEnv`` (in this
-process) or ``AsyncVectorEnv`` (one worker process per copy), in Gymnasium's
-same-step autoreset mode: a finished copy's reset observation comes in ``"obs"``
-and its last observation in ``"final_obs"``, so truncated episodes bootstrap from
-their true final state. Gymnasium is an optional extra (``pip install
-rl8lite[gymnasium]``), imported only when :func:`gymnasium_env` is called.
+Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported only when
+:func:`gymnasium_env` is called.
 """
 
 from __future__ import annotations
@@ -24,21 +19,11 @@ from tensordict import TensorDict
 
 from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path
-from .base import Env, apply_env_config
+from .base import Env, EnvConfigError, SubEnvError, apply_env_config
 
 #: Classes made by :func:`gymnasium_env`, by their reference (or, for a factory no dotted path
 #: names, by the factory object and the options), so equal calls give one class.
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
-_MODES = ("sync", "async")
-
-
-class SubEnvError(RuntimeError):
-    """A copy of a Gymnasium env raised, or its worker process died.
-
-    The message names the copy (its index in the vector env), the exception's type and
-    message, and its traceback (from the worker process for async envs). The env is
-    closed after it: no worker process remains.
-    """
 
 
 def _require_gymnasium() -> Any:
@@ -64,33 +49,29 @@ def _draw_seed() -> int:
 class GymnasiumEnv(Env):
     """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env.
 
-    Seeding: the first reset seeds copy ``i`` with ``base + rank * num_envs + i``,
-    where ``base`` is the ``seed`` option or, without it, a number drawn once from
-    torch's global RNG when the env is built, and ``rank`` is the process's global
-    rank under ``torchrun`` (``RANK``; 0 otherwise), so ranks never share seeds. Later
-    resets do not reseed: each copy continues its own random stream, as a Gymnasium
-    env reset by hand does.
+    The copies step in Gymnasium's same-step autoreset mode: a finished copy's next first
+    observation is in ``"obs"``, its last one in ``"final_obs"``. The first reset seeds copy
+    ``i`` with ``base + rank * num_envs + i`` (``base``: the ``seed`` option, else drawn from
+    torch's RNG; ``rank``: ``RANK`` under ``torchrun``); later resets do not reseed.
 
-    ``reset(config={...})`` sets attributes of every copy's unwrapped env (physical
-    parameters such as Acrobot's ``LINK_MASS_1``); they stay set across auto-resets
-    until a reset with another config, and ``config=None`` puts back the values the
-    env was built with (``config=`` of the constructor over the env's own). A key the
-    unwrapped env has no such attribute for is an :class:`~rl8lite.env.EnvConfigError`
-    listing the valid ones. Quantities an env derives from its parameters in
-    ``__init__`` (CartPole's ``total_mass``) are not recomputed: set them too, or pass
-    the parameters as ``gymnasium.make`` keywords of another :func:`gymnasium_env` class.
+    ``reset(config={...})`` sets values on every copy's unwrapped env until a reset with
+    another config; ``config=None`` restores those the env was built with (the constructor's
+    ``config`` over the env's own). A key is a public attribute holding plain data (Acrobot's
+    ``LINK_MASS_1``; see :attr:`default_config`) or a dotted path with indices into the
+    unwrapped env (``"model.opt.gravity"``, ``"model.body_mass[1]"``: a MuJoCo env's physics),
+    written in place. What the env derives from them in ``__init__`` is not recomputed.
 
-    :meth:`render` returns copy 0's RGB frame; :meth:`close` ends the worker processes
-    (it runs by itself when the env is garbage-collected or at interpreter exit). Its
-    copies' states live in Gymnasium objects, so :meth:`state_dict` holds none of them
-    (:attr:`restores_state` is ``False``): an algorithm restored from a checkpoint
-    resets the env at its next collect, under a new base seed drawn from torch's RNG.
+    :attr:`max_episode_steps` is the class's (the registered limit, or the keyword's) or, for
+    a factory without one, the ``TimeLimit`` among copy 0's wrappers. The copies' states live
+    in Gymnasium objects, outside :meth:`state_dict`: a restored algorithm resets the env.
     """
 
     restores_state: ClassVar[bool] = False
     #: What :func:`gymnasium_env` was called with, as plain data (``None`` when it cannot be:
     #: a factory without a dotted path, or options that are not numbers, strings, lists, dicts).
     reference: ClassVar[dict[str, Any] | None] = None
+    #: The options as one string, a factory named by its own module and name (for tracking).
+    label: ClassVar[str] = ""
     #: The env id (``gymnasium.make``'s) or the factory making one copy.
     source: ClassVar[str | Callable[..., Any]]
     vectorization_mode: ClassVar[str] = "sync"
@@ -101,35 +82,25 @@ class GymnasiumEnv(Env):
     render_kwargs: ClassVar[dict[str, Any]] = {}
 
     def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
+        self, num_envs: int, /, horizon: int | None = None, *,
+        config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from . import _gymnasium_spaces as spaces
-        from . import _gymnasium_vector as vector
+        from . import gymnasium_spaces as spaces
+        from . import gymnasium_vector as vector
+        from .gymnasium_copy import make_copy
 
         base = self.seed if self.seed is not None else _draw_seed()
         self._next_seed: int | None = base + _rank() * num_envs
         env_fns = [
-            functools.partial(
-                vector.make_copy,
-                self.source,
-                self.make_kwargs,
-                i,
-                self.render_kwargs if i == 0 else {},
-            )
+            functools.partial(make_copy, self.source, self.make_kwargs, i,
+                              self.render_kwargs if i == 0 else {})
             for i in range(num_envs)
         ]
-        self._vector = vector.make_vector_env(
-            env_fns, self.vectorization_mode, dict(self.vector_kwargs)
-        )
-        self._close = weakref.finalize(self, vector.shutdown, self._vector)
+        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        self._close = weakref.finalize(self, self._vector.close)
         self._failure: BaseException | None = None
+        self._applied: dict[str, Any] = {}
         try:
             self._observation_space = self._vector.single_observation_space
             self.observation_spec, self._convert = spaces.observation_mapping(
@@ -138,23 +109,20 @@ class GymnasiumEnv(Env):
             self.action_spec, self._env_actions = spaces.action_mapping(
                 self._vector.single_action_space, self.device
             )
-            #: The unwrapped env's parameters as it was made: the keys ``config`` may set.
-            self.default_config: dict[str, Any] = self._run(
-                self._vector.call, "rl8lite_parameters"
-            )[0]
-            apply_env_config(type(self).__name__, self.default_config, self.config)
+            #: The unwrapped env's plain parameters as it was made: the plain keys of a config.
+            self.default_config: dict[str, Any]
+            self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
+            if self.max_episode_steps is None:
+                self.max_episode_steps = time_limit
+            self._check_config(self.config)
         except BaseException:
             self.close()
             raise
-        self._applied: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ protocol
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         target = {**self.config, **(config or {})}
-        apply_env_config(
-            type(self).__name__, self.default_config, target
-        )  # unknown keys: before any change
-        restore = [name for name in self._applied if name not in target]
+        self._check_config(target)  # before any change
+        restore = [key for key in self._applied if key not in target]
         if target or restore:
             self._run(self._vector.call, "rl8lite_configure", target, restore)
         self._applied = target
@@ -162,16 +130,32 @@ class GymnasiumEnv(Env):
         obs, _ = self._run(self._vector.reset, seed=seed)
         return self._convert(obs, self.num_envs)
 
+    def _check_config(self, config: dict[str, Any]) -> None:
+        """An unknown key or path is an :class:`EnvConfigError`; a misshapen value, a ValueError."""
+        name = type(self).__name__
+        plain = {key: value for key, value in config.items() if key.isidentifier()}
+        apply_env_config(name, self.default_config, plain)
+        paths = {key: value for key, value in config.items() if key not in plain}
+        if not paths:
+            return
+        unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
+        if unknown:
+            why = "; ".join(unknown.values())
+            raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: {why}")
+        if misfits:
+            why = "; ".join(f"{path!r} {reason}" for path, reason in misfits.items())
+            raise ValueError(f"{name}: config {why}")
+
     def step(self, action: torch.Tensor) -> TensorDict:
-        n, device = self.num_envs, self.device
+        n = self.num_envs
         batch, rewards, terminated, truncated, infos = self._run(
             self._vector.step, self._env_actions(action)
         )
         obs = final_obs = self._convert(batch, n)
-        if "final_obs" in infos:  # copies that finished: their last observation, from the same step
+        if "final_obs" in infos:  # the last observations of the copies that finished
             final_obs = self._final_obs(batch, obs, infos)
-        # Gymnasium's vector envs return new reward and flag arrays each step: no copy needed
-        # but the reward's cast (numpy's astype: half the time of torch's to on 32 copies).
+        # The vector env's arrays are new each step: wrapped without copies, the reward cast by
+        # numpy (half the time of torch's ``to`` for 32 copies).
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -181,7 +165,7 @@ class GymnasiumEnv(Env):
                 DataKeys.FINAL_OBS: final_obs,
             },
             batch_size=[n],
-            device=device,
+            device=self.device,
         )
 
     def _on_device(self, array: np.ndarray) -> torch.Tensor:
@@ -189,10 +173,10 @@ class GymnasiumEnv(Env):
         return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
-        """``obs`` with the rows of the copies that finished replaced by their final observations."""
+        """``obs`` with the rows of the copies that finished replaced by their last observations."""
         done = np.flatnonzero(infos["_final_obs"])
-        if isinstance(batch, np.ndarray):  # rows written over a copy of the array, one conversion:
-            final = batch.copy()  # 24 vs 53 us (medians) converting the rows apart, CartPole x 32
+        if isinstance(batch, np.ndarray):  # a patched copy, converted once: 2x faster than by rows
+            final = batch.copy()
             for i in done:
                 final[i] = infos["final_obs"][i]
             return self._convert(final, self.num_envs)
@@ -210,14 +194,13 @@ class GymnasiumEnv(Env):
 
         Raises:
             NotImplementedError: Copy 0 was made without ``render_mode="rgb_array"``, or the
-                env's renderer is not installed (e.g. pygame for classic control); rollout
-                videos are then skipped with a warning.
+                env's renderer is not installed (e.g. pygame for classic control).
         """
-        name = type(self).__name__
-        if self._vector.render_mode != "rgb_array":
+        name, mode = type(self).__name__, self._vector.render_mode
+        if mode != "rgb_array":
             raise NotImplementedError(
-                f"{name}: copy 0 was made with render_mode={self._vector.render_mode!r}; render() needs"
-                " 'rgb_array' (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
+                f"{name}: copy 0 was made with render_mode={mode!r}; render() needs 'rgb_array'"
+                " (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
             )
         frame = self._run(self._vector.call, "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
@@ -225,22 +208,23 @@ class GymnasiumEnv(Env):
         frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(
-                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)}, not [H, W, 3] uint8"
+                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)},"
+                " not [H, W, 3] uint8"
             )
         return frame
 
     @property
     def vector_env(self) -> Any:
-        """Gymnasium's vector env under this env, to inspect (``get_attr``); stepping or
-        resetting it directly leaves this env's view of its copies behind."""
+        """Gymnasium's vector env under this env, to inspect; stepping or resetting it
+        directly leaves this env's view of its copies behind."""
         return self._vector
 
     def close(self) -> None:
-        """Close every copy and end the worker processes (idempotent)."""
+        """Close every copy and end the worker processes (also on garbage collection, exit)."""
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The config in force; the copies' states live in Gymnasium objects and are not saved."""
+        """The config in force (the copies' states are not saved)."""
         return {"config": dict(self._applied)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -260,7 +244,7 @@ class GymnasiumEnv(Env):
             self.close()
             raise
         except ValueError as e:  # a sync copy's observation that does not fit the batch
-            from ._gymnasium_vector import misfit_observations
+            from .gymnasium_vector import misfit_observations
 
             misfits = misfit_observations(self._vector)
             if misfits is None:
@@ -268,16 +252,6 @@ class GymnasiumEnv(Env):
             self._failure = SubEnvError(misfits)
             self.close()
             raise self._failure from e
-
-
-def _is_plain(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and _is_plain(v) for k, v in value.items()
-    )
 
 
 def gymnasium_env(
@@ -288,29 +262,23 @@ def gymnasium_env(
     vector_kwargs: dict[str, Any] | None = None,
     **make_kwargs: Any,
 ) -> type[GymnasiumEnv]:
-    """An :class:`~rl8lite.Env` subclass stepping copies of a Gymnasium env (see :class:`GymnasiumEnv`).
+    """An :class:`~rl8lite.Env` class stepping copies of a Gymnasium env (a :class:`GymnasiumEnv`).
 
     Args:
         env_id_or_factory: A registered env id, as ``gymnasium.make`` takes it
             (``"Acrobot-v1"``, ``"module:Env-v0"``), or a callable returning one copy (a
             ``gymnasium.Env``, wrappers included), called with ``make_kwargs``.
-        vectorization_mode: ``"sync"``: Gymnasium's ``SyncVectorEnv``, every copy in this
-            process, one after the other; ``"async"``: its ``AsyncVectorEnv``, one worker
-            process per copy (worth it when a copy's step costs much more than passing
-            its data between processes, and there are cores to run them).
+        vectorization_mode: ``"sync"`` (Gymnasium's ``SyncVectorEnv``: every copy in this
+            process) or ``"async"`` (its ``AsyncVectorEnv``: one worker process per copy).
         seed: Base seed of the first reset (default: drawn from torch's global RNG).
-        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``,
-            ``shared_memory``, ``max_concurrency`` for ``AsyncVectorEnv``).
-        **make_kwargs: Keywords of ``gymnasium.make`` (``max_episode_steps``, env
-            parameters) or of the factory (where ``max_episode_steps`` adds a
-            ``TimeLimit``). ``render_mode`` goes to copy 0 only; without it, copy 0 gets
-            ``"rgb_array"`` when the env offers it (factories: when they take ``render_mode``).
+        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``).
+        **make_kwargs: Keywords of ``gymnasium.make`` (``max_episode_steps``, env parameters)
+            or of the factory (where ``max_episode_steps`` adds a ``TimeLimit``).
+            ``render_mode`` goes to copy 0 only; without it, copy 0 gets ``"rgb_array"`` when
+            the env offers it (factories: when they take ``render_mode``).
 
     Returns:
-        The env class. Equal calls return the same class; its name is the env id (or
-        the factory's name). Configs and checkpoints name it by :attr:`~GymnasiumEnv.reference`
-        (``{"gymnasium": "Acrobot-v1", "vectorization_mode": "async", ...}``; a factory
-        as ``"gymnasium_factory": "package.module:function"``).
+        The env class, named after the env id or the factory; equal calls return one class.
 
     Raises:
         ImportError: Gymnasium is not installed.
@@ -321,7 +289,6 @@ def gymnasium_env(
 
     Examples:
         >>> from rl8lite import Algorithm
-        >>> from rl8lite.env import gymnasium_env
         >>> CartPole = gymnasium_env("CartPole-v1")
         >>> CartPole.__name__, CartPole.max_episode_steps
         ('CartPole-v1', 500)
@@ -331,85 +298,88 @@ def gymnasium_env(
         >>> algo.close()
     """
     _require_gymnasium()
-    if vectorization_mode not in _MODES:
+    source = env_id_or_factory
+    if vectorization_mode not in ("sync", "async"):
         raise ValueError(
             f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}"
         )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
-    if not isinstance(env_id_or_factory, str) and not callable(env_id_or_factory):
-        raise TypeError(
-            f"env_id_or_factory must be an env id or a callable, received {env_id_or_factory!r}"
-        )
+    if not isinstance(source, str) and not callable(source):
+        raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    reference = _reference(env_id_or_factory, vectorization_mode, seed, vector_kwargs, make_kwargs)
+    options, reference = _options(source, vectorization_mode, seed, vector_kwargs, make_kwargs)
     if reference is not None:
         key: Any = json.dumps(reference, sort_keys=True)
-    else:  # the factory object itself (no path names it) and the options as written
-        key = (env_id_or_factory, vectorization_mode, seed, repr(sorted(vector_kwargs.items())),
-               repr(sorted(make_kwargs.items())))
+    else:  # the factory object itself (no path names it) and the options
+        key = (source, repr(sorted(options.items())))
         try:
             hash(key)
         except TypeError:  # an unhashable callable: a new class each call
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from ._gymnasium_options import check_vector_kwargs, describe_source
+    from .gymnasium_copy import describe_source
+    from .gymnasium_vector import check_vector_kwargs
 
-    name, max_episode_steps, renders = describe_source(env_id_or_factory, make_kwargs)
+    name, max_episode_steps, renders = describe_source(source, make_kwargs)
     check_vector_kwargs(vectorization_mode, vector_kwargs)
-    render_kwargs = (
-        {"render_mode": make_kwargs.pop("render_mode")}
-        if "render_mode" in make_kwargs
-        else ({"render_mode": "rgb_array"} if renders else {})
-    )
-    cls = type(
-        name,
-        (GymnasiumEnv,),
-        {
-            "__module__": __name__,
-            "__qualname__": name,
-            "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see rl8lite.env.GymnasiumEnv.",
-            "reference": reference,
-            "source": staticmethod(env_id_or_factory)
-            if callable(env_id_or_factory)
-            else env_id_or_factory,
-            "vectorization_mode": vectorization_mode,
-            "seed": seed,
-            "make_kwargs": make_kwargs,
-            "vector_kwargs": vector_kwargs,
-            "render_kwargs": render_kwargs,
-            "max_episode_steps": max_episode_steps,
-        },
-    )
+    if "render_mode" in make_kwargs:
+        render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
+    else:
+        render_kwargs = {"render_mode": "rgb_array"} if renders else {}
+    cls = type(name, (GymnasiumEnv,), {
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see GymnasiumEnv.",
+        "reference": reference,
+        "label": repr(options),
+        "source": staticmethod(source) if callable(source) else source,
+        "vectorization_mode": vectorization_mode,
+        "seed": seed,
+        "make_kwargs": make_kwargs,
+        "vector_kwargs": vector_kwargs,
+        "render_kwargs": render_kwargs,
+        "max_episode_steps": max_episode_steps,
+    })
     if key is not None:
         _CLASSES[key] = cls
     return cls
 
 
-def _reference(
-    source: str | Callable[..., Any],
-    mode: str,
-    seed: int | None,
-    vector_kwargs: dict[str, Any],
-    make_kwargs: dict[str, Any],
-) -> dict[str, Any] | None:
+def _options(
+    source: str | Callable[..., Any], mode: str, seed: int | None,
+    vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The options as a dict (a factory named by its own module and name), and again as the
+    reference where it is one: plain data, and a factory's path imports back to it."""
     if isinstance(source, str):
-        reference: dict[str, Any] = {"gymnasium": source}
+        options: dict[str, Any] = {"gymnasium": source}
+        nameable = True
     else:
         # Only a path that imports back to this very object names it: two module-level
         # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
+        module = getattr(source, "__module__", None) or type(source).__module__
+        qualname = getattr(source, "__qualname__", None) or type(source).__qualname__
+        options = {"gymnasium_factory": f"{module}.{qualname}"}
         try:
-            path = dotted_path(source)
-            if import_dotted_path(path) is not source:
-                return None
+            nameable = import_dotted_path(dotted_path(source)) is source
         except (ImportError, AttributeError):
-            return None
-        reference = {"gymnasium_factory": path}
-    reference["vectorization_mode"] = mode
+            nameable = False
+    options["vectorization_mode"] = mode
     if seed is not None:
-        reference["seed"] = seed
+        options["seed"] = seed
     if vector_kwargs:
-        reference["vector_kwargs"] = vector_kwargs
-    reference.update(make_kwargs)
-    return reference if _is_plain(reference) else None
+        options["vector_kwargs"] = vector_kwargs
+    options.update(make_kwargs)
+    return options, options if nameable and _is_plain(options) else None
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _is_plain(v) for k, v in value.items()
+    )

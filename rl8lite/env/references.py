@@ -1,10 +1,9 @@
 """How configs and checkpoints name an env class: a dotted path, or a Gymnasium env's options.
 
-An ordinary :class:`~rl8lite.Env` subclass is named by its dotted path
-(``"package.module.Name"``). A class made by :func:`~rl8lite.env.gymnasium_env` is
-named by the options it was made with: ``"gymnasium:Acrobot-v1"`` (an env id with
-the default options) or a mapping ``{"gymnasium": "Acrobot-v1", "vectorization_mode":
-"async", ...}`` (``"gymnasium_factory": "package.module:function"`` for a factory).
+An :class:`~rl8lite.Env` subclass is named by its dotted path (``"package.module.Name"``); a
+class :func:`~rl8lite.env.gymnasium_env` made, by its options: ``"gymnasium:Acrobot-v1"`` or a
+mapping ``{"gymnasium": "Acrobot-v1", "vectorization_mode": "async", ...}``
+(``"gymnasium_factory": "package.module:function"`` for a factory).
 """
 
 from __future__ import annotations
@@ -29,28 +28,36 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv, gymnasium_env
         >>> env_reference(DiscreteDummyEnv)
-        'rl8lite.env.dummy.DiscreteDummyEnv'
+        'rl8lite.env.base.DiscreteDummyEnv'
         >>> env_reference(gymnasium_env("CartPole-v1", vectorization_mode="async"))
         {'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}
     """
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
             raise ImportError(
-                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or checkpoint:"
-                " make it with an env id or a module-level factory, and make keywords that are"
-                " numbers, strings, lists or dicts"
+                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or"
+                " checkpoint: make it with an env id or a module-level factory, and make keywords"
+                " that are numbers, strings, lists or dicts"
             )
         return dict(env_cls.reference)
     return dotted_path(env_cls)
 
 
 def env_label(env_cls: type) -> str:
-    """``env_cls``'s reference as one string, for experiment tracking (never raises)."""
+    """``env_cls``'s reference as one string, for experiment tracking (never raises); a
+    Gymnasium factory is named by its own module and name even where no reference names it.
+
+    Examples:
+        >>> from rl8lite.env import gymnasium_env
+        >>> env_label(gymnasium_env("CartPole-v1"))
+        "{'gymnasium': 'CartPole-v1', 'vectorization_mode': 'sync'}"
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        return env_cls.label
     try:
-        reference = env_reference(env_cls)
+        return dotted_path(env_cls)
     except ImportError:
         return f"{env_cls.__module__}.{env_cls.__qualname__}"
-    return reference if isinstance(reference, str) else repr(reference)
 
 
 def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
@@ -63,27 +70,14 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     Examples:
         >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
         'DiscreteDummyEnv'
-        >>> import_env_class("gymnasium:CartPole-v1").__name__
-        'CartPole-v1'
-    """
-    if isinstance(reference, Mapping):
-        return gymnasium_env_from_reference(reference)
-    if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
-        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
-    return import_dotted_path(reference, what=what)
-
-
-def gymnasium_env_from_reference(reference: Mapping[str, Any]) -> type[GymnasiumEnv]:
-    """The class :func:`gymnasium_env` returns for ``reference`` (see :attr:`GymnasiumEnv.reference`).
-
-    Raises:
-        TypeError: ``reference`` has neither ``"gymnasium"`` (an env id) nor
-            ``"gymnasium_factory"`` (a dotted path), or both.
-
-    Examples:
-        >>> gymnasium_env_from_reference({"gymnasium": "CartPole-v1"}) is gymnasium_env("CartPole-v1")
+        >>> CartPole = import_env_class("gymnasium:CartPole-v1")
+        >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
         True
     """
+    if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
+        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
+    if not isinstance(reference, Mapping):
+        return import_dotted_path(reference, what=what)
     options = dict(reference)
     kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
     if len(kinds) != 1:

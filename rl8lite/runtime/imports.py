@@ -18,6 +18,7 @@ MOVED_MODULES = {
     "rl8lite.policy": "rl8lite.algorithms",
     "rl8lite.trainer": "rl8lite.trainers",
     "rl8lite.train_config": "rl8lite.trainers",
+    "rl8lite.env.dummy": "rl8lite.env",
 }
 
 

@@ -1,26 +1,10 @@
 """Gymnasium spaces as rl8lite specs, and batches of their numpy values as tensors.
 
-Observations (any nesting of these):
-
-====================================  ==================================================
-Gymnasium space                       rl8lite spec (values)
-====================================  ==================================================
-``Box``, every bound infinite         ``Unbounded(shape)``
-``Box``, some bound finite            ``Bounded(low, high)`` (infinite bounds kept)
-``Box`` float64                       the same spec in float32 (observed as float32)
-``Discrete(n, start)``                ``Categorical(n, shape=[1])``, observed as ``x - start``
-``MultiDiscrete(nvec, start)``        ``MultiCategorical(nvec)``, observed as ``x - start``
-``MultiBinary(n)``                    ``Categorical(2, shape=n, dtype=torch.int8)``
-``Dict``                              ``Composite`` with the same keys
-``Tuple``                             ``Composite`` with keys ``"0"``, ``"1"``, ...
-====================================  ==================================================
-
-Actions: ``Discrete(n, start)`` is ``Categorical(n, shape=[1])`` (the env gets
-``a + start``); a float ``Box`` with finite bounds is ``Bounded(low, high)`` in
-float32, one with an infinite bound, or bounds too far apart for float32 (such as
-``+-finfo(float64).max``), ``Unbounded``; the env gets the action clipped
-to the Box's bounds in the Box's dtype (the raw sample stays in the buffer for the
-log-probabilities). Any other space is an :class:`UnsupportedSpaceError` naming it.
+Observations: ``Box`` (float64 as float32), ``Discrete`` and ``MultiDiscrete`` (as category
+indices, ``x - start``), ``MultiBinary``, and ``Dict``/``Tuple`` of them (``Composite``; a
+Tuple's keys are ``"0"``, ``"1"``, ...). Actions: ``Discrete`` (the env gets ``a + start``)
+and float ``Box`` (``Unbounded`` where a bound is infinite for float32; the env gets the
+action clipped to the bounds, the buffer keeps the raw sample).
 """
 
 from __future__ import annotations
@@ -46,11 +30,8 @@ class UnsupportedSpaceError(TypeError):
 
 
 def to_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A copy of ``array`` as a ``dtype`` tensor on ``device`` (vector envs reuse their arrays).
-
-    The copy and the cast are numpy's ``astype`` (one call, 1.0 against 2.5 us for torch's
-    ``to`` on a 32 x 4 float64 batch), and the result is wrapped without another copy.
-    """
+    """A copy of ``array`` as a ``dtype`` tensor on ``device`` (vector envs reuse their arrays);
+    on CPU one numpy ``astype`` copies and casts (2.5x faster than torch's ``to``)."""
     array = np.asarray(array)
     if device.type == "cpu":
         return torch.from_numpy(array.astype(_numpy_dtype(dtype), order="C"))
@@ -90,9 +71,8 @@ def observation_mapping(
         if np.isneginf(space.low).all() and np.isposinf(space.high).all():
             spec: Spec = Unbounded(space.shape, device=device, dtype=dtype)
         else:
-            spec = Bounded(
-                torch.as_tensor(space.low), torch.as_tensor(space.high), space.shape, device, dtype
-            )
+            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+            spec = Bounded(low, high, space.shape, device, dtype)
         return spec, lambda batch, n: to_tensor(batch, dtype, device)
     if isinstance(space, spaces.Discrete):
         start = int(space.start)
@@ -148,15 +128,16 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         with np.errstate(over="ignore", invalid="ignore"):
             width = high.astype(np.float32) - low.astype(np.float32)
         if np.isfinite(width).all():
-            spec = Bounded(
-                torch.as_tensor(low), torch.as_tensor(high), space.shape, device, torch.float32
-            )
+            spec = Bounded(torch.as_tensor(low), torch.as_tensor(high), space.shape, device)
         else:
             spec = Unbounded(space.shape, device=device, dtype=torch.float32)
-        return spec, lambda actions: np.clip(actions.detach().cpu().numpy(), low, high).astype(
-            dtype, copy=False
-        )
+
+        def clipped(actions: torch.Tensor) -> np.ndarray:
+            return np.clip(actions.detach().cpu().numpy(), low, high).astype(dtype, copy=False)
+
+        return spec, clipped
     raise UnsupportedSpaceError(
         f"action space {space} cannot be served by an rl8lite policy, which samples Discrete or"
-        " float Box actions: wrap the env (e.g. with a gymnasium ActionWrapper) to offer one of those"
+        " float Box actions: wrap the env (e.g. with a gymnasium ActionWrapper) to offer one of"
+        " those"
     )
