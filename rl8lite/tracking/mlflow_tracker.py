@@ -1,11 +1,8 @@
 """The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
 
-Metrics are buffered in memory; a background thread writes them in batches
-every ``flush_interval_s`` seconds (a SQLite batch of ~700 metrics costs
-~75 ms, which the training thread no longer pays), and ``flush``, ``end`` and
-interpreter exit write what is left synchronously. Nothing depends on MLflow's
-own async queue, which drops everything not flushed when a process exits
-without ending its run.
+Metrics wait in memory; a background thread writes them in batches every
+``flush_interval_s`` seconds, and ``flush``, ``end`` and interpreter exit write what is
+left. (MLflow's own async queue drops what is not flushed when a process exits.)
 """
 
 from __future__ import annotations
@@ -13,33 +10,33 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import fluent
 
-from ..algorithms.policy import Policy
-from ..specs import Spec
-from .active_run import activate, deactivate, is_trainer_run
-from .active_run import experiment_name as resolve_experiment_name
-from .policy_model import log_policy_model
-from .retries import retried_quietly, warn_retry_once
-from .tracker import TrackingError
-from .store import (
-    artifact_location,
+from . import (
+    TrackingError,
+    _artifact_location,
+    _experiment_name,
+    _open_client,
     checkpoint_dir,
     default_tracking_uri,
-    open_client,
     runs_view_url,
     ui_command,
 )
+from .policy_model import log_policy_model
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -47,10 +44,7 @@ _MAX_PARAM_LENGTH = 6000
 
 
 def _param_value(value: Any) -> str:
-    if isinstance(value, (dict, list, tuple)):
-        text = json.dumps(value, default=str, sort_keys=True)
-    else:
-        text = str(value)
+    text = json.dumps(value, default=str, sort_keys=True) if isinstance(value, (dict, list, tuple)) else str(value)
     return text[:_MAX_PARAM_LENGTH]
 
 
@@ -60,7 +54,6 @@ _previous_excepthook = sys.excepthook
 
 
 def _note_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-    """Remember an exception that ends the program, so its open runs end FAILED, not FINISHED."""
     _UNCAUGHT.append(exc)
     _previous_excepthook(exc_type, exc, tb)
 
@@ -76,39 +69,36 @@ def _end_open_runs() -> None:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         message = f"{type(exc).__name__}: {exc}"
     for tracker in list(_OPEN_TRACKERS):
-        try:
+        with contextlib.suppress(Exception):  # interpreter exit: nothing left to report to
             if tracker.ended:
                 tracker.flush()  # an earlier end() could not write everything
             else:
                 tracker.end(status, message=message)
-        except Exception:  # noqa: BLE001 - interpreter exit: nothing left to report to
-            pass
 
 
 class MlflowTracker:
     """Logs one training run to MLflow through an explicit client and run id.
 
-    Uses the run the user opened with ``mlflow.start_run`` when there is one
-    (and never ends it); otherwise creates and owns a run of its own, so that
-    several trainers in one process each land in their own comparable run. An
-    owned run is MLflow's active run until :meth:`end` (so ``mlflow.active_run()`` and
-    the user's ``mlflow.log_*`` calls find it), and MLflow's tracking URI is set to
-    this store when the user set none.
+    Logs into the run the user opened with ``mlflow.start_run`` when there is one (and
+    never ends it); otherwise creates and owns a run, so that each trainer of a process
+    lands in its own run. An owned run is MLflow's active run until :meth:`end` (so
+    ``mlflow.active_run()`` and the user's ``mlflow.log_*`` calls find it), and MLflow's
+    tracking URI is set to this store when the user set none.
 
     Args:
         experiment_name: Experiment to log into (created when missing); ``None``: the one
             the user set (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``),
             else ``default_experiment``.
         default_experiment: The experiment when none is named or set.
-        run_name: Optional name of the run.
-        tags: Optional tags of the run.
-        tracking_uri: Store to use (default: the store of the active MLflow run when one is
-            active, else :func:`default_tracking_uri`).
+        run_name: Name of a new run.
+        tags: Tags of the run.
+        tracking_uri: Store to use (default: the active run's store when a run is active,
+            else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, and GPU
-            where ``pynvml`` finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``
-            seconds (default 10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU where ``pynvml``
+            finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (default
+            10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -128,10 +118,8 @@ class MlflowTracker:
         log_system_metrics: bool = False,
     ) -> None:
         active = mlflow.active_run()
-        # A user's active run lives in MLflow's current store (which may be MLflow's own
-        # default, not the mlruns/ one): log there, into that run. Another trainer's
-        # active run is never adopted.
-        adopt = active is not None and run_id is None and not is_trainer_run(active.info.run_id)
+        # A user's active run lives in MLflow's current store; another trainer's is never adopted.
+        adopt = active is not None and run_id is None and active.info.run_id not in _TRAINER_RUNS
         self.tracking_uri = tracking_uri or (mlflow.get_tracking_uri() if adopt else default_tracking_uri())
         if adopt and self.tracking_uri != mlflow.get_tracking_uri():
             raise TrackingError(
@@ -143,43 +131,32 @@ class MlflowTracker:
         self.resumed = run_id is not None
         self.flush_interval_s = flush_interval_s
         self._pending: list[Metric] = []
-        self._pending_lock = threading.Lock()  # guards _pending
+        self._pending_lock = threading.Lock()
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
         try:
-            self.client = open_client(self.tracking_uri)
+            self.client = _open_client(self.tracking_uri)
             if run_id is not None:
-                run = self.client.get_run(run_id)
                 self.run_id = run_id
-                self.experiment_id = run.info.experiment_id
+                self.experiment_id = self.client.get_run(run_id).info.experiment_id
                 self.owns_run = active is None or active.info.run_id != run_id
                 if self.owns_run:
                     self.client.update_run(run_id, status="RUNNING")
             elif adopt:
-                self.run_id = active.info.run_id
-                self.experiment_id = active.info.experiment_id
+                self.run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
                 self.owns_run = False
-                if tags:
-                    for key, value in tags.items():
-                        self.client.set_tag(self.run_id, key, str(value))
+                for key, value in (tags or {}).items():
+                    self.client.set_tag(self.run_id, key, str(value))
             else:
-                name = resolve_experiment_name(self.client, experiment_name, default_experiment)
+                name = _experiment_name(self.client, experiment_name, default_experiment)
                 self.experiment_id = self._experiment_id(name)
-                run = self.client.create_run(
-                    self.experiment_id,
-                    run_name=run_name,
-                    tags={str(k): str(v) for k, v in (tags or {}).items()},
-                )
-                self.run_id = run.info.run_id
+                tags = {str(k): str(v) for k, v in (tags or {}).items()}
+                self.run_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags).info.run_id
                 self.owns_run = True
         except MlflowException as e:
-            raise TrackingError(
-                f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}"
-            ) from e
-        except Exception as e:  # noqa: BLE001 - any store failure: name the store, keep the cause
-            raise TrackingError(
-                f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}"
-            ) from e
+            raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}") from e
+        except Exception as e:  # any store failure: name the store, keep the cause
+            raise TrackingError(f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}") from e
         self.ended = False
         #: The policy's LoggedModel once :meth:`log_policy` logged it (eval metrics link to it).
         self.model_id: str | None = None
@@ -187,9 +164,9 @@ class MlflowTracker:
         if self.owns_run:
             if not mlflow.is_tracking_uri_set():  # the user's mlflow.log_* calls go here too
                 mlflow.set_tracking_uri(self.tracking_uri)
-            activate(self.client, self.run_id)
+            _activate(self.client, self.run_id)
             if log_system_metrics:
-                self._system_metrics = start_system_metrics(self.run_id, self.tracking_uri, resumed=self.resumed)
+                self._system_metrics = _system_metrics(self.run_id, self.tracking_uri, resumed=self.resumed)
         _OPEN_TRACKERS.add(self)
 
     def _experiment_id(self, name: str) -> str:
@@ -197,12 +174,9 @@ class MlflowTracker:
         if experiment is not None:
             return experiment.experiment_id
         try:
-            return self.client.create_experiment(
-                name, artifact_location=artifact_location(self.tracking_uri, name)
-            )
+            return self.client.create_experiment(name, artifact_location=_artifact_location(self.tracking_uri, name))
         except MlflowException:
-            # Another process created it between our look-up and our create.
-            experiment = self.client.get_experiment_by_name(name)
+            experiment = self.client.get_experiment_by_name(name)  # another process created it meanwhile
             if experiment is None:
                 raise
             return experiment.experiment_id
@@ -211,12 +185,12 @@ class MlflowTracker:
         if self.ended:
             if self.owns_run:
                 self.client.update_run(self.run_id, status="RUNNING")
-                activate(self.client, self.run_id)
+                _activate(self.client, self.run_id)
             self.ended = False
             _OPEN_TRACKERS.add(self)
 
     def log_params(self, params: dict[str, Any]) -> None:
-        """Log params now (synchronously); values longer than MLflow's limit are cut."""
+        """Log params now; values longer than MLflow's limit are cut."""
         self._reopen()
         items = [Param(str(k), _param_value(v)) for k, v in params.items()]
         for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
@@ -232,10 +206,8 @@ class MlflowTracker:
         self._reopen()
         timestamp = int(time.time() * 1000)
         # Evaluations of a logged policy are that model's metrics too (its Models page).
-        batch = [
-            Metric(k, float(v), timestamp, int(step), model_id=self.model_id if k.startswith("eval/") else None)
-            for k, v in metrics.items()
-        ]
+        batch = [Metric(k, float(v), timestamp, int(step), model_id=self.model_id if k.startswith("eval/") else None)
+                 for k, v in metrics.items()]
         with self._pending_lock:
             self._pending.extend(batch)
         if self._writer is None or not self._writer.is_alive():
@@ -246,10 +218,10 @@ class MlflowTracker:
         while not self.ended:
             time.sleep(self.flush_interval_s)
             try:
-                with retried_quietly():
+                with _retried_quietly():
                     self._write_pending()
             except Exception as e:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
-                warn_retry_once(self.tracking_uri, e)
+                _warn_retry_once(self.tracking_uri, e)
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -265,17 +237,16 @@ class MlflowTracker:
 
     def log_policy(
         self,
-        policy: Policy,
-        observation_spec: Spec,
+        policy: Any,
+        observation_spec: Any,
         name: str = "policy",
         *,
         step: int = 0,
         registered_model_name: str | None = None,
     ) -> str:
-        """Log ``policy`` as a LoggedModel of the run (see :func:`log_policy_model`), its
-        metrics at ``step`` linked to it; return ``runs:/<run id>/<name>``, which
-        ``mlflow.pyfunc.load_model`` serves (as does ``models:/<model id>``, :attr:`model_id`).
-        """
+        """Log ``policy`` as a LoggedModel of the run (see :func:`~.policy_model.log_policy_model`),
+        the metrics at ``step`` linked to it; return ``runs:/<run id>/<name>`` (``models:/<model
+        id>``, with :attr:`model_id`, loads it too)."""
         self._reopen()
         self.flush()  # the metrics at `step` are linked to the model: write them first
         with _tracking_uri(self.tracking_uri):
@@ -296,24 +267,17 @@ class MlflowTracker:
 
     @property
     def checkpoint_dir(self) -> Path:
-        """Local folder for this run's checkpoints (see :func:`checkpoint_dir`)."""
+        """Local folder for this run's checkpoints (see :func:`~rl8lite.tracking.checkpoint_dir`)."""
         return checkpoint_dir(self.tracking_uri, self.run_id)
 
     def flush(self) -> None:
-        """Write every queued metric now (waiting for a background write in progress).
-
-        A transient failure of the background writer (e.g. a locked SQLite db) only
-        delays metrics: they stay queued and are retried; this raises if writing
-        still fails now.
-        """
+        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
         self._write_pending()
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED).
-
-        A user-opened run is flushed but left open. ``message`` is kept as the
-        ``rl8lite.error`` tag. Logging again later reopens an owned run.
-        """
+        """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED), with
+        ``message`` as its ``rl8lite.error`` tag. A user-opened run is flushed and left open.
+        Logging again later reopens an owned run."""
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
@@ -330,7 +294,7 @@ class MlflowTracker:
                 if self._system_metrics is not None:
                     self._system_metrics.finish()
                     self._system_metrics = None
-                deactivate(self.run_id)
+                _deactivate(self.run_id)
                 self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
     @property
@@ -356,12 +320,7 @@ def _tracking_uri(uri: str) -> Iterator[None]:
             mlflow.set_tracking_uri(previous)
 
 
-def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> Any:
-    """MLflow's system metrics monitor for ``run_id``, started.
-
-    Raises:
-        TrackingError: ``psutil``, which MLflow samples with, is not installed.
-    """
+def _system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> Any:
     try:
         import psutil  # noqa: F401
     except ImportError:
@@ -375,4 +334,75 @@ def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> An
     return monitor
 
 
+# ---------------------------------------------------------------- the active run
+# MLflow keeps active runs on a per-thread stack that start_run/end_run touch from the
+# top; a trainer's run is pushed when it opens and removed when it ends, wherever it is
+# on the stack, without ending any other run.
+_TRAINER_RUNS: set[str] = set()  # runs a trainer made active (never mistaken for the user's)
 
+
+def _stack() -> list | None:
+    variable = getattr(fluent, "_active_run_stack", None)
+    if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
+        warnings.warn("this MLflow version keeps no active-run stack rl8lite knows: mlflow.active_run()"
+                      " will not return the trainer's run", RuntimeWarning, stacklevel=3)
+        return None
+    return variable.get()
+
+
+def _activate(client: MlflowClient, run_id: str) -> None:
+    stack = _stack()
+    if stack is None or any(r.info.run_id == run_id for r in stack):
+        return
+    stack.append(fluent.ActiveRun(client.get_run(run_id)))
+    _TRAINER_RUNS.add(run_id)
+
+
+def _deactivate(run_id: str) -> None:
+    stack = _stack()
+    if stack is not None:
+        stack[:] = [r for r in stack if r.info.run_id != run_id]
+    _TRAINER_RUNS.discard(run_id)
+
+
+# ---------------------------------------------------------------- retried writes
+# A SQLite store shared by several processes is sometimes locked longer than MLflow waits;
+# MLflow then logs the error with its traceback before raising. The metrics stay queued
+# and are retried, so for those writes the traceback is noise: a filter on MLflow's own
+# logger drops it while this thread retries, and one warning per process says so.
+_retrying = threading.local()
+_warned = False
+
+
+class _QuietWhileRetrying(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_retrying, "active", False)
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_QuietWhileRetrying())
+
+
+@contextlib.contextmanager
+def _retried_quietly() -> Iterator[None]:
+    previous = getattr(_retrying, "active", False)
+    _retrying.active = True
+    try:
+        yield
+    finally:
+        _retrying.active = previous
+
+
+def _warn_retry_once(tracking_uri: str, error: BaseException) -> None:
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    reason = " ".join(str(error).split())[:200]
+    with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
+        warnings.warn(
+            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they are kept"
+            " and retried every second (shown once per process). Many processes on one SQLite store: see"
+            " the README's MLflow section for an mlflow server",
+            RuntimeWarning,
+            stacklevel=2,
+        )
