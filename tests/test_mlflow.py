@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -12,9 +13,17 @@ from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole
-from rl8lite.tracking import MlflowTracker, TrackingError, default_tracking_uri, find_mlruns_dir
+from rl8lite.tracking import (
+    MlflowTracker,
+    NullTracker,
+    Tracker,
+    TrackingError,
+    default_tracking_uri,
+    find_mlruns_dir,
+)
 
 from .helpers import bad_env
+from .trackers import RecordingTracker
 
 
 def history(client: mlflow.MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -244,3 +253,29 @@ def test_the_ui_command_survives_a_space_in_the_store_path() -> None:
     uri = "sqlite:////tmp/my project/mlruns/mlflow.db"
     args = shlex.split(ui_command(uri, port=5123))
     assert args[1:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", "5123"]
+
+
+PROTOCOL = {"run_id", "tracking_uri", "checkpoint_dir", "resumed", "log_params", "log_metrics", "log_artifact",
+            "log_image", "log_policy", "flush", "end"}
+
+
+def test_every_tracker_has_exactly_the_protocols_members(experiment_name: str) -> None:
+    from typing_extensions import get_protocol_members
+
+    assert get_protocol_members(Tracker) == PROTOCOL
+    recording = RecordingTracker()
+    assert {n for n in {*vars(recording), *vars(RecordingTracker)} if not n.startswith("_")} == PROTOCOL | {"calls"}
+    mlflow_tracker = MlflowTracker(experiment_name)
+    for tracker in (recording, NullTracker(), mlflow_tracker):
+        assert isinstance(tracker, Tracker)
+        for name in PROTOCOL:
+            if callable(getattr(Tracker, name, None)):
+                declared = inspect.signature(getattr(Tracker, name)).parameters.values()
+                found = inspect.signature(getattr(type(tracker), name)).parameters.values()
+                assert [(p.name, p.kind, p.default) for p in found] == [
+                    (p.name, p.kind, p.default) for p in declared
+                ], (type(tracker).__name__, name)
+    mlflow_tracker.end()
+    assert (recording.run_id, recording.tracking_uri, recording.checkpoint_dir) == (None, None, None)
+    assert mlflow_tracker.checkpoint_dir.name == mlflow_tracker.run_id
+

@@ -22,21 +22,40 @@ import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be reached or written; the message names it."""
 
 
+@runtime_checkable
 class Tracker(Protocol):
-    """What a :class:`~rl8lite.Trainer` needs from an experiment tracker."""
+    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default.
+
+    Attributes:
+        run_id: The MLflow run (``None``: not MLflow; a checkpoint then needs ``tracker=``
+            to resume).
+        tracking_uri: The MLflow store, or ``None``.
+        checkpoint_dir: Where checkpoints go (``None``: ``save_checkpoint`` needs ``path=``).
+        resumed: Whether the params are already logged (a continued run).
+    """
+
+    run_id: str | None
+    tracking_uri: str | None
+    checkpoint_dir: Path | None
+    resumed: bool
 
     def log_params(self, params: dict[str, Any]) -> None: ...
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
 
-    def log_policy(self, policy: Any, observation_spec: Any, name: str) -> str: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None: ...
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str: ...
 
     def flush(self) -> None: ...
 
@@ -48,9 +67,15 @@ class NullTracker:
 
     Args:
         checkpoint_dir: The run's checkpoint folder (each rank writes its own file there).
+
+    Examples:
+        >>> tracker = NullTracker("checkpoints/run")
+        >>> isinstance(tracker, Tracker), tracker.checkpoint_dir.as_posix(), tracker.run_id
+        (True, 'checkpoints/run', None)
     """
 
-    resumed = True  # never logs params
+    run_id = tracking_uri = None
+    resumed = True  # it logs no params
 
     def __init__(self, checkpoint_dir: str | Path | None = None) -> None:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -61,7 +86,14 @@ class NullTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         pass
 
-    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy") -> str:
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None:
+        pass
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str:
         return ""
 
     def flush(self) -> None:

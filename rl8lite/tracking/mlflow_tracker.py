@@ -157,6 +157,7 @@ class MlflowTracker:
             raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}") from e
         except Exception as e:  # any store failure: name the store, keep the cause
             raise TrackingError(f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}") from e
+        self.checkpoint_dir: Path | None = checkpoint_dir(self.tracking_uri, self.run_id)
         self.ended = False
         #: The policy's LoggedModel once :meth:`log_policy` logged it (eval metrics link to it).
         self.model_id: str | None = None
@@ -264,11 +265,6 @@ class MlflowTracker:
         """Copy a local file into the run's artifacts."""
         self._reopen()
         self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_path)
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        """Local folder for this run's checkpoints (see :func:`~rl8lite.tracking.checkpoint_dir`)."""
-        return checkpoint_dir(self.tracking_uri, self.run_id)
 
     def flush(self) -> None:
         """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
