@@ -235,6 +235,7 @@ def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_stor
         "t = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name='crash', progress=False)\n"
         "print(t.tracker.run_id, flush=True)\n"
         "t.step()\n"
+        "import sys; assert sys.excepthook is sys.__excepthook__, 'a process-wide hook was set'\n"
         "raise RuntimeError('boom')\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
@@ -244,6 +245,21 @@ def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_stor
     assert run.info.status == "FAILED" and run.data.tags["rl8lite.error"] == "RuntimeError: boom"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [4]
 
+
+
+@pytest.mark.parametrize(("flags", "status"), [([], "KILLED"), (["-i"], "FINISHED")], ids=["script", "interactive"])
+def test_a_script_ended_by_ctrl_c_kills_its_run_and_an_interactive_sessions_old_error_does_not(
+    flags: list[str], status: str, mlflow_store: str, client: mlflow.MlflowClient
+) -> None:
+    import subprocess
+    import sys
+
+    code = ("from rl8lite.tracking import MlflowTracker\n"
+            "t = MlflowTracker('interrupted'); print(t.run_id, flush=True)\n"
+            "raise KeyboardInterrupt\n")
+    out = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
+    assert client.get_run(out.stdout.split()[0]).info.status == status, out.stderr
 
 def test_the_ui_command_survives_a_space_in_the_store_path() -> None:
     import shlex

@@ -49,23 +49,14 @@ def _param_value(value: Any) -> str:
 
 
 _OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
-_UNCAUGHT: list[BaseException] = []
-_previous_excepthook = sys.excepthook
-
-
-def _note_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-    _UNCAUGHT.append(exc)
-    _previous_excepthook(exc_type, exc, tb)
-
-
-sys.excepthook = _note_uncaught
 
 
 @atexit.register
 def _end_open_runs() -> None:
+    """End the runs still open: FAILED (KILLED on Ctrl-C) when a script dies of an uncaught
+    exception, else FINISHED."""
     status, message = "FINISHED", None
-    if _UNCAUGHT:
-        exc = _UNCAUGHT[-1]
+    if (exc := _uncaught_exception()) is not None:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         message = f"{type(exc).__name__}: {exc}"
     for tracker in list(_OPEN_TRACKERS):
@@ -74,6 +65,15 @@ def _end_open_runs() -> None:
                 tracker.flush()  # an earlier end() could not write everything
             else:
                 tracker.end(status, message=message)
+
+
+def _uncaught_exception() -> BaseException | None:
+    """The exception a script dies of, which Python records as ``sys.last_value`` before
+    atexit handlers run; ``None`` in an interactive session (where it may be an old one)."""
+    ipython = sys.modules.get("IPython")
+    if hasattr(sys, "ps1") or sys.flags.interactive or getattr(ipython, "get_ipython", lambda: None)():
+        return None
+    return getattr(sys, "last_value", None)
 
 
 class MlflowTracker:
