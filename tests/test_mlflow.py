@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import random
 from pathlib import Path
 
 import mlflow
@@ -294,4 +295,20 @@ def test_every_tracker_has_exactly_the_protocols_members(experiment_name: str) -
     mlflow_tracker.end()
     assert (recording.run_id, recording.tracking_uri, recording.checkpoint_dir) == (None, None, None)
     assert mlflow_tracker.checkpoint_dir.name == mlflow_tracker.run_id
+
+
+
+def test_runs_without_a_name_get_distinct_names_whatever_the_seed(
+    experiment_name: str, client: mlflow.MlflowClient
+) -> None:
+    names = []
+    for _ in range(2):
+        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, seed=0),
+                     experiment_name=experiment_name, progress=False) as trainer:
+            names.append(client.get_run(trainer.tracker.run_id).info.run_name)
+    assert names[0] != names[1]
+    random.seed(0)
+    state = random.getstate()
+    MlflowTracker(experiment_name).end()
+    assert random.getstate() == state  # the seeded global stream did not move
 

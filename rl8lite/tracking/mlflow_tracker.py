@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import json
 import logging
+import random
 import sys
 import threading
 import time
@@ -151,7 +152,8 @@ class MlflowTracker:
                 name = _experiment_name(self.client, experiment_name, default_experiment)
                 self.experiment_id = self._experiment_id(name)
                 tags = {str(k): str(v) for k, v in (tags or {}).items()}
-                self.run_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags).info.run_id
+                run = self.client.create_run(self.experiment_id, run_name=run_name or _run_name(), tags=tags)
+                self.run_id = run.info.run_id
                 self.owns_run = True
         except MlflowException as e:
             raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}") from e
@@ -302,6 +304,20 @@ class MlflowTracker:
     def runs_url(self) -> str:
         """Link to this experiment's runs view once the UI runs."""
         return runs_view_url(self.experiment_id)
+
+
+def _run_name() -> str:
+    """A name like MLflow's (``bold-fox-123``), drawn from the OS's entropy: MLflow draws from
+    the global ``random``, which a seed makes repeat (every run with that seed, one name)."""
+    from mlflow.utils import name_utils
+
+    rng = random.Random()
+    predicates = getattr(name_utils, "_GENERATOR_PREDICATES", ["run"])
+    nouns = getattr(name_utils, "_GENERATOR_NOUNS", [f"{rng.getrandbits(32):08x}"])
+    while True:
+        name = f"{rng.choice(predicates)}-{rng.choice(nouns)}-{rng.randint(0, 999)}".lower()
+        if len(name) <= 20:  # MLflow's longest
+            return name
 
 
 @contextlib.contextmanager
