@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
 
 from rl8lite import Algorithm, Trainer
@@ -103,11 +104,11 @@ def test_keyboard_interrupt_kills_the_run(experiment_name: str, client: mlflow.M
     run = client.get_run(trainer.tracker.run_id)
     assert run.info.status == "KILLED"
     assert len(history(client, run.info.run_id, "env/steps")) == 3
-    # the trainer stays usable and reopens its run
+    # the trainer stays usable: it logs into its run, which stays KILLED
     trainer.step()
-    assert client.get_run(trainer.tracker.run_id).info.status == "RUNNING"
     trainer.close()
-    assert client.get_run(trainer.tracker.run_id).info.status == "FINISHED"
+    assert client.get_run(trainer.tracker.run_id).info.status == "KILLED"
+    assert len(history(client, run.info.run_id, "env/steps")) == 4
 
 
 def test_context_manager_ends_the_run_failed_on_error(experiment_name: str, client: mlflow.MlflowClient) -> None:
@@ -201,7 +202,9 @@ def test_a_failed_background_write_is_reported(experiment_name: str) -> None:
     tracker.log_metrics({"a": 1.0}, step=1)
     with pytest.raises(RuntimeError, match="disk full"):
         tracker.flush()
-    assert len(tracker._pending) == 1  # kept for the next try, not dropped
+    del tracker.client.log_batch  # the store works again: the metric was kept for this try
+    tracker.end()
+    assert [m.step for m in mlflow.MlflowClient(tracker.tracking_uri).get_metric_history(tracker.run_id, "a")] == [1]
 
 
 def test_a_transient_write_failure_loses_nothing(experiment_name: str, client: mlflow.MlflowClient) -> None:
@@ -312,3 +315,40 @@ def test_runs_without_a_name_get_distinct_names_whatever_the_seed(
     MlflowTracker(experiment_name).end()
     assert random.getstate() == state  # the seeded global stream did not move
 
+
+
+def test_logging_into_an_ended_run_leaves_its_status_and_end_time(
+    experiment_name: str, client: mlflow.MlflowClient, tmp_path: Path
+) -> None:
+    algo = Algorithm(CartPole, num_envs=2, horizon=2, seed=0)
+    tracker = MlflowTracker(experiment_name)
+    tracker.log_metrics({"a": 1.0}, step=1)
+    tracker.end("KILLED")
+    ended = client.get_run(tracker.run_id).info
+    (tmp_path / "note.txt").write_text("late")
+    tracker.log_metrics({"a": 2.0}, step=2)
+    tracker.log_params({"late": 1})
+    tracker.log_artifact(tmp_path / "note.txt")
+    tracker.log_image(np.zeros((4, 4, 3), dtype=np.uint8), key="late", step=2)
+    tracker.log_policy(algo.policy, algo.env.observation_spec, step=2)
+    tracker.end()  # ending again writes what is queued, and changes nothing else
+    run = client.get_run(tracker.run_id)
+    assert (run.info.status, run.info.end_time) == ("KILLED", ended.end_time)
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "a")] == [1, 2]
+    assert run.data.params["late"] == "1" and mlflow.active_run() is None
+
+
+def test_a_video_policy_and_eval_after_run_leave_the_run_finished(
+    experiment_name: str, client: mlflow.MlflowClient
+) -> None:
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=8, seed=0, horizons_per_env_reset=1),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 1)])
+    ended = client.get_run(trainer.tracker.run_id).info
+    trainer.record_video(max_steps=5)
+    trainer.log_policy()
+    trainer.eval()
+    trainer.close()
+    run = client.get_run(trainer.tracker.run_id)
+    assert (run.info.status, run.info.end_time) == ("FINISHED", ended.end_time)
+    assert "eval/returns/mean" in run.data.metrics and "videos/rollout/length" in run.data.metrics

@@ -49,23 +49,20 @@ def _param_value(value: Any) -> str:
     return text[:_MAX_PARAM_LENGTH]
 
 
-_OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
+_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
 
 
 @atexit.register
-def _end_open_runs() -> None:
+def _end_runs() -> None:
     """End the runs still open: FAILED (KILLED on Ctrl-C) when a script dies of an uncaught
-    exception, else FINISHED."""
+    exception, else FINISHED; write the metrics still queued."""
     status, message = "FINISHED", None
     if (exc := _uncaught_exception()) is not None:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         message = f"{type(exc).__name__}: {exc}"
-    for tracker in list(_OPEN_TRACKERS):
+    for tracker in list(_TRACKERS):
         with contextlib.suppress(Exception):  # interpreter exit: nothing left to report to
-            if tracker.ended:
-                tracker.flush()  # an earlier end() could not write everything
-            else:
-                tracker.end(status, message=message)
+            tracker.end(status, message=message)
 
 
 def _uncaught_exception() -> BaseException | None:
@@ -135,6 +132,7 @@ class MlflowTracker:
         self._pending_lock = threading.Lock()
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
+        self._warned = False  # about a write that failed and is retried
         try:
             self.client = _open_client(self.tracking_uri)
             if run_id is not None:
@@ -170,7 +168,7 @@ class MlflowTracker:
             _activate(self.client, self.run_id)
             if log_system_metrics:
                 self._system_metrics = _system_metrics(self.run_id, self.tracking_uri, resumed=self.resumed)
-        _OPEN_TRACKERS.add(self)
+        _TRACKERS.add(self)
 
     def _experiment_id(self, name: str) -> str:
         experiment = self.client.get_experiment_by_name(name)
@@ -184,17 +182,8 @@ class MlflowTracker:
                 raise
             return experiment.experiment_id
 
-    def _reopen(self) -> None:
-        if self.ended:
-            if self.owns_run:
-                self.client.update_run(self.run_id, status="RUNNING")
-                _activate(self.client, self.run_id)
-            self.ended = False
-            _OPEN_TRACKERS.add(self)
-
     def log_params(self, params: dict[str, Any]) -> None:
         """Log params now; values longer than MLflow's limit are cut."""
-        self._reopen()
         items = [Param(str(k), _param_value(v)) for k, v in params.items()]
         for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
@@ -206,25 +195,32 @@ class MlflowTracker:
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Queue metrics at ``step``; the background writer stores them within ``flush_interval_s``."""
-        self._reopen()
         timestamp = int(time.time() * 1000)
         # Evaluations of a logged policy are that model's metrics too (its Models page).
         batch = [Metric(k, float(v), timestamp, int(step), model_id=self.model_id if k.startswith("eval/") else None)
                  for k, v in metrics.items()]
         with self._pending_lock:
             self._pending.extend(batch)
-        if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_periodically, name="rl8lite-mlflow-writer", daemon=True)
-            self._writer.start()
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_in_background, daemon=True,
+                                                name="rl8lite-mlflow-writer")
+                self._writer.start()
 
-    def _write_periodically(self) -> None:
-        while not self.ended:
+    def _write_in_background(self) -> None:
+        """Write the queued metrics every ``flush_interval_s`` until none are left."""
+        while True:
             time.sleep(self.flush_interval_s)
             try:
                 with _retried_quietly():
                     self._write_pending()
-            except Exception as e:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
-                _warn_retry_once(self.tracking_uri, e)
+            except Exception as e:  # noqa: BLE001 - they stay queued and are retried; flush() raises
+                if not self._warned:
+                    self._warned = True
+                    _warn_retry(self.tracking_uri, e)
+            with self._pending_lock:
+                if not self._pending:
+                    self._writer = None
+                    return
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -250,7 +246,6 @@ class MlflowTracker:
         """Log ``policy`` as a LoggedModel of the run (see :func:`~.policy_model.log_policy_model`),
         the metrics at ``step`` linked to it; return ``runs:/<run id>/<name>`` (``models:/<model
         id>``, with :attr:`model_id`, loads it too)."""
-        self._reopen()
         self.flush()  # the metrics at `step` are linked to the model: write them first
         with _tracking_uri(self.tracking_uri):
             info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
@@ -260,12 +255,10 @@ class MlflowTracker:
 
     def log_image(self, image: Any, *, key: str, step: int) -> None:
         """Log an RGB image under ``key`` at ``step`` (the UI's image slider steps through them)."""
-        self._reopen()
         self.client.log_image(self.run_id, image, key=key, step=int(step), synchronous=True)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Copy a local file into the run's artifacts."""
-        self._reopen()
         self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_path)
 
     def flush(self) -> None:
@@ -273,21 +266,23 @@ class MlflowTracker:
         self._write_pending()
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED), with
-        ``message`` as its ``rl8lite.error`` tag. A user-opened run is flushed and left open.
-        Logging again later reopens an owned run."""
+        """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
+        KILLED) with ``message`` as its ``rl8lite.error`` tag; a user-opened run stays open.
+
+        Logging after the end writes into the run and leaves its status and end time as
+        they are (ending again only writes the queued metrics).
+        """
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
+            self.flush()
             return
+        self.ended = True
         try:
             self.flush()
             if message:
                 self.client.set_tag(self.run_id, "rl8lite.error", message[:_MAX_PARAM_LENGTH])
         finally:
-            self.ended = True
-            if not self._pending:  # else stay registered: interpreter exit retries the flush
-                _OPEN_TRACKERS.discard(self)
             if self.owns_run:
                 if self._system_metrics is not None:
                     self._system_metrics.finish()
@@ -381,9 +376,8 @@ def _deactivate(run_id: str) -> None:
 # A SQLite store shared by several processes is sometimes locked longer than MLflow waits;
 # MLflow then logs the error with its traceback before raising. The metrics stay queued
 # and are retried, so for those writes the traceback is noise: a filter on MLflow's own
-# logger drops it while this thread retries, and one warning per process says so.
+# logger drops it while this thread retries, and one warning per run says so.
 _retrying = threading.local()
-_warned = False
 
 
 class _QuietWhileRetrying(logging.Filter):
@@ -404,17 +398,13 @@ def _retried_quietly() -> Iterator[None]:
         _retrying.active = previous
 
 
-def _warn_retry_once(tracking_uri: str, error: BaseException) -> None:
-    global _warned
-    if _warned:
-        return
-    _warned = True
+def _warn_retry(tracking_uri: str, error: BaseException) -> None:
     reason = " ".join(str(error).split())[:200]
     with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
         warnings.warn(
-            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they are kept"
-            " and retried every second (shown once per process). Many processes on one SQLite store: see"
-            " the README's MLflow section for an mlflow server",
+            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they"
+            " are kept and retried every second (shown once per run). Many processes on one SQLite"
+            " store: see the README's MLflow section for an mlflow server",
             RuntimeWarning,
             stacklevel=2,
         )
