@@ -77,13 +77,16 @@ def _input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
 
 
 def _signature(io: dict[str, Any]) -> ModelSignature:
+    """The outputs and params; no inputs, which ``_pyfunc_policy.py`` checks and casts itself
+    (MLflow's check refuses any dtype but the declared one, e.g. numpy's float64)."""
+
     def tensor(spec: dict[str, Any], name: str | None) -> TensorSpec:
         return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
 
-    inputs = [tensor(spec, spec["name"] if io["named_inputs"] else None) for spec in io["inputs"]]
     if io["recurrent"]:
-        outputs = [tensor(io["actions"], io["output_names"][0]), tensor(io["inputs"][-1], io["output_names"][1])]
+        actions, state = io["output_names"]
+        outputs = [tensor(io["actions"], actions), tensor(io["inputs"][-1], state)]
     else:
         outputs = [tensor(io["actions"], None)]
-    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs),
+    return ModelSignature(outputs=Schema(outputs),
                           params=ParamSchema([ParamSpec("deterministic", "boolean", True)]))
