@@ -14,13 +14,9 @@ directory upwards, that has an ``mlruns/`` folder (the current directory when no
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import os
-import re
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -114,7 +110,7 @@ def mlflow_version() -> str:
 
 
 def find_mlruns_dir(start: Path | None = None) -> Path:
-    """The nearest ``mlruns/`` folder from ``start`` (default: cwd) upwards, else ``start/mlruns``."""
+    """The nearest ``mlruns/`` folder from ``start`` (default: cwd) up, else ``start/mlruns``."""
     start = (start or Path.cwd()).resolve()
     for folder in (start, *start.parents):
         if (folder / "mlruns").is_dir():
@@ -165,62 +161,6 @@ def runs_view_url(experiment_id: str, port: int = 5000) -> str:
     return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
-def _open_client(tracking_uri: str) -> Any:
-    """A client whose store is ready: a fresh SQLite store creates its tables on first use,
-    which fails when several processes (a sweep) do it at once, so that first use holds a
-    lock file beside the database."""
-    from mlflow import MlflowClient
-
-    if not tracking_uri.startswith("sqlite:///"):
-        return MlflowClient(tracking_uri)
-    database = Path(tracking_uri.removeprefix("sqlite:///"))
-    with _file_lock(database.with_name(database.name + ".lock")):
-        client = MlflowClient(tracking_uri)
-        client.search_experiments(max_results=1)  # creates or migrates the tables now
-    return client
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # Windows: no lock (concurrent first use may fail there)
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """For a SQLite store, a folder beside the db (MLflow's default is the current directory)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    folder = Path(tracking_uri.removeprefix("sqlite:///")).parent / re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
-    return folder.resolve().as_uri()
-
-
-def _experiment_name(client: Any, explicit: str | None, default: str) -> str:
-    """``explicit``, else the experiment the user set (``mlflow.set_experiment``,
-    ``MLFLOW_EXPERIMENT_NAME`` or ``MLFLOW_EXPERIMENT_ID``), else ``default``."""
-    if explicit:
-        return explicit
-    if name := os.environ.get("MLFLOW_EXPERIMENT_NAME"):
-        return name
-    if experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID"):
-        import mlflow
-
-        # set_experiment wrote the id of MLflow's current store, which may be another one
-        for store in (mlflow.MlflowClient(mlflow.get_tracking_uri()), client):
-            with contextlib.suppress(Exception):
-                return store.get_experiment(experiment_id).name
-    return default
-
-
 #: Public names of the submodules that import mlflow, loaded when first asked for.
 _LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "policy_model"}
 
@@ -232,7 +172,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir", "default_tracking_uri",
-    "download_run_artifact", "find_mlruns_dir", "mlflow_version", "runs_view_url", "save_policy_model",
-    "ui_command",
+    "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
+    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "mlflow_version",
+    "runs_view_url", "save_policy_model", "ui_command",
 ]

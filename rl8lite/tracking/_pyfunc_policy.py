@@ -27,7 +27,7 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         self.program = torch.export.load(context.artifacts["program"]).module()
 
     def initial_state(self, batch_size):
-        """The zero state a recurrent policy starts an episode from, ``[batch_size, state_size]``."""
+        """The zero state ``[batch_size, state_size]`` a recurrent policy starts an episode from."""
         if not self.io["recurrent"]:
             raise TypeError("this policy is not recurrent: it takes no state")
         (state,) = [spec for spec in self.io["inputs"] if spec["name"] == self.io["state_name"]]
@@ -39,10 +39,12 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         deterministic = True if params is None else bool(params.get("deterministic", True))
         if not self.io["named_inputs"]:
             model_input = {self.io["inputs"][0]["name"]: model_input}
-        tensors = [torch.from_numpy(_checked(model_input, spec, self.io["inputs"])) for spec in self.io["inputs"]]
-        sizes = {spec["name"]: len(t) for spec, t in zip(self.io["inputs"], tensors)}
+        specs = self.io["inputs"]
+        tensors = [torch.from_numpy(_checked(model_input, spec, specs)) for spec in specs]
+        sizes = {spec["name"]: len(t) for spec, t in zip(specs, tensors)}
         if len(set(sizes.values())) > 1:
-            raise ValueError(f"every input must hold the same number of rows (the batch); received {sizes}")
+            raise ValueError("every input must hold the same number of rows (the batch); received"
+                             f" {sizes}")
         with torch.no_grad():
             outputs = self.program(*tensors, torch.tensor(deterministic))
         if self.io["recurrent"]:
@@ -59,7 +61,7 @@ def _checked(model_input, spec, specs):
     array = np.asarray(model_input[name])
     if array.dtype.kind not in "biuf":
         raise MlflowException.invalid_parameter_value(
-            f"the policy's input {name!r} has dtype {array.dtype}; it takes real numbers ({spec['dtype']})")
+            f"the policy's input {name!r} has dtype {array.dtype}; it takes real numbers")
     if list(array.shape[1:]) != shape[1:]:
         raise MlflowException.invalid_parameter_value(
             f"the policy's input {name!r} must have shape {shape}, received {list(array.shape)}")

@@ -55,8 +55,8 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
     leaves = []
     for key in spec:
         if "." in key:
-            raise ExportError(f"observation key {_path + key!r} contains '.', which the saved model's input"
-                              " names use to join nested keys: rename it")
+            raise ExportError(f"observation key {_path + key!r} contains '.', which the saved"
+                              " model's input names use to join nested keys: rename it")
         nested = observation_leaves(spec[key], f"{_path}{key}.")
         leaves.extend((f"{key}.{sub}" if sub else key, leaf) for sub, leaf in nested)
     return leaves
@@ -71,7 +71,7 @@ class PolicyProgram(nn.Module):
     def __init__(self, policy: Any, observation_spec: Spec) -> None:
         super().__init__()
         self.policy = copy.deepcopy(policy).cpu().eval()
-        # Specs are no module buffers: move their tensors too, or a CUDA policy exports cuda constants.
+        # Specs are no buffers: move their tensors too, or a CUDA policy exports CUDA constants.
         self.policy.action_spec = policy.action_spec.to("cpu")
         for name in ("observation_spec", "action_spec"):
             if getattr(self.policy.model, name, None) is not None:
@@ -80,9 +80,9 @@ class PolicyProgram(nn.Module):
         self.composite = isinstance(observation_spec, Composite)
         self.keys = [name for name, _ in observation_leaves(observation_spec)]
         self.recurrent = bool(self.policy.recurrent)
-        self.input_names = [key or OBS_KEY for key in self.keys] + ([STATE_KEY] if self.recurrent else [])
+        self.input_names = [key or OBS_KEY for key in self.keys] + [STATE_KEY] * self.recurrent
         if self.recurrent and STATE_KEY in self.keys:
-            raise ExportError(f"an observation entry is named {STATE_KEY!r}, the recurrent state's name")
+            raise ExportError(f"an observation entry is named {STATE_KEY!r}, the state's name")
 
     def example_inputs(self, batch_size: int) -> list[torch.Tensor]:
         leaves = [leaf.zero([batch_size]) for _, leaf in observation_leaves(self.observation_spec)]
@@ -105,7 +105,8 @@ class PolicyProgram(nn.Module):
             features, _ = self.policy.network(obs)
         dist = self.policy.distribution(features, obs)
         # Both actions are computed so that one program serves either choice.
-        actions = torch.where(deterministic, dist.deterministic_sample(), dist.sample_with_logp()[0])
+        sampled = dist.sample_with_logp()[0]
+        actions = torch.where(deterministic, dist.deterministic_sample(), sampled)
         dtype = getattr(self.policy.action_spec, "dtype", None) or actions.dtype
         return (actions.to(dtype), next_states) if self.recurrent else actions.to(dtype)
 
@@ -116,13 +117,12 @@ class PolicyProgram(nn.Module):
         return {
             "format": "rl8lite-policy",
             "version": 1,
-            "inputs": [{"name": n, "dtype": _dtype_name(t.dtype, f"input {n!r}"), "shape": list(t.shape[1:])}
-                       for n, t in inputs],
+            "inputs": [{"name": name, **_tensor_spec(t, f"input {name!r}")} for name, t in inputs],
             "named_inputs": self.composite or self.recurrent,
             "recurrent": self.recurrent,
             "state_name": STATE_KEY if self.recurrent else None,
             "output_names": [ACTIONS_KEY, STATE_KEY] if self.recurrent else None,
-            "actions": {"dtype": _dtype_name(actions.dtype, "the actions"), "shape": [int(d) for d in actions.shape[1:]]},
+            "actions": _tensor_spec(actions, "the actions"),
         }
 
 
@@ -135,8 +135,8 @@ def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
     """
     windowed = windows_seen(policy.model, observation_spec)
     if windowed:
-        raise ExportError(f"{windowed}, and the exported program takes one observation per row: it cannot be"
-                          " exported yet (checkpoints keep the policy)")
+        raise ExportError(f"{windowed}, and the exported program takes one observation per row:"
+                          " it cannot be exported yet (checkpoints keep the policy)")
     return PolicyProgram(policy, observation_spec)
 
 
@@ -155,9 +155,10 @@ def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> di
     model_name = type(policy.model).__name__
     try:
         with torch.no_grad(), _quiet_torch() as chatter, warnings.catch_warnings():
-            # rl8-style models cache their values for value_function(); the program never reads them.
-            warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned during export")
-            exported = torch.export.export(program, (*example, torch.tensor(True)), dynamic_shapes=dynamic_shapes)
+            # rl8-style models cache values for value_function(); the program never reads them
+            warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned")
+            inputs = (*example, torch.tensor(True))
+            exported = torch.export.export(program, inputs, dynamic_shapes=dynamic_shapes)
     except Exception as e:  # torch.export raises many types; the message says why
         raise ExportError(_export_failure(model_name, e, chatter.getvalue())) from e
     description = program.io_description(exported.graph.output_node().args[0][0].meta["val"])
@@ -166,19 +167,20 @@ def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> di
     try:
         torch.export.save(exported, folder / PROGRAM_FILE)
     except Exception as e:
-        raise ExportError(f"torch.export could not save {model_name}: {type(e).__name__}: {e}") from e
+        raise ExportError(f"torch.export could not save {model_name}: {type(e).__name__}: {e}"
+                          ) from e
     (folder / IO_FILE).write_text(json.dumps(description, indent=2))
     return description
 
 
-def _dtype_name(dtype: torch.dtype, what: str) -> str:
-    """The numpy name of ``dtype`` (the served model speaks numpy)."""
-    name = str(dtype).removeprefix("torch.")
+def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
+    """The numpy dtype (the served model speaks numpy) and the shape past the batch."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
     try:
-        np.dtype(name)
+        np.dtype(dtype)
     except TypeError:
-        raise ExportError(f"{what} has dtype {dtype}, which numpy has no type for") from None
-    return name
+        raise ExportError(f"{what} has dtype {tensor.dtype}, which numpy has no type for") from None
+    return {"dtype": dtype, "shape": [int(d) for d in tensor.shape[1:]]}
 
 
 @contextlib.contextmanager

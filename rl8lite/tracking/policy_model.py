@@ -26,6 +26,17 @@ def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> 
 
     Raises:
         ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.examples import CartPole
+        >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
+        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
+        >>> model.predict(np.zeros((3, 4))).shape
+        (3, 1)
     """
     with tempfile.TemporaryDirectory() as tmp:
         mlflow.pyfunc.save_model(str(path), **_model_arguments(policy, observation_spec, tmp))
@@ -51,10 +62,9 @@ def log_policy_model(
         ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
     """
     with tempfile.TemporaryDirectory() as tmp:
-        return Model.log(
-            artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, step=step,
-            registered_model_name=registered_model_name, **_model_arguments(policy, observation_spec, tmp),
-        )
+        return Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id,
+                         step=step, registered_model_name=registered_model_name,
+                         **_model_arguments(policy, observation_spec, tmp))
 
 
 def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
@@ -66,13 +76,13 @@ def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[s
         "signature": _signature(io),
         "input_example": _input_example(io),
         # explicit: inferring them costs seconds
-        "pip_requirements": [f"mlflow=={mlflow.__version__}", f"torch=={torch.__version__.split('+')[0]}",
-                             f"numpy=={np.__version__}"],
+        "pip_requirements": [f"mlflow=={mlflow.__version__}", f"numpy=={np.__version__}",
+                             f"torch=={torch.__version__.split('+')[0]}"],
     }
 
 
 def _input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
-    example = {spec["name"]: np.zeros((2, *spec["shape"]), dtype=spec["dtype"]) for spec in io["inputs"]}
+    example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in io["inputs"]}
     return example if io["named_inputs"] else next(iter(example.values()))
 
 
