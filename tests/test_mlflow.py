@@ -112,10 +112,11 @@ def test_keyboard_interrupt_kills_the_run(experiment_name: str, client: mlflow.M
 
 
 def test_context_manager_ends_the_run_failed_on_error(experiment_name: str, client: mlflow.MlflowClient) -> None:
-    with pytest.raises(ZeroDivisionError):
-        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False) as trainer:
-            trainer.step()
-            1 / 0
+    trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name,
+                      progress=False)
+    with pytest.raises(ZeroDivisionError), trainer:
+        trainer.step()
+        _ = 1 / 0
     assert client.get_run(trainer.tracker.run_id).info.status == "FAILED"
 
 
@@ -242,7 +243,7 @@ def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_stor
         "import sys; assert sys.excepthook is sys.__excepthook__, 'a process-wide hook was set'\n"
         "raise RuntimeError('boom')\n"
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
     assert out.returncode == 1 and "boom" in out.stderr
     run = client.get_run(out.stdout.split()[0])
@@ -261,7 +262,7 @@ def test_a_script_ended_by_ctrl_c_kills_its_run_and_an_interactive_sessions_old_
     code = ("from rl8lite.tracking import MlflowTracker\n"
             "t = MlflowTracker('interrupted'); print(t.run_id, flush=True)\n"
             "raise KeyboardInterrupt\n")
-    out = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, *flags, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                          stdin=subprocess.DEVNULL, env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
     assert client.get_run(out.stdout.split()[0]).info.status == status, out.stderr
 

@@ -16,8 +16,8 @@ from tensordict import TensorDict
 from rl8lite import Algorithm, RecurrentAlgorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.tracking.export import ExportError
 from rl8lite.tracking import save_policy_model
+from rl8lite.tracking.export import ExportError
 
 from .helpers import CueRecall, MaskedChoice
 
@@ -188,7 +188,8 @@ import mlflow, numpy as np
 obs = dict(np.load({str(tmp_path / "obs.npz")!r}))
 print(mlflow.pyfunc.load_model({str(tmp_path / "policy")!r}).predict(obs).ravel().tolist())
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     with torch.no_grad():
         td = TensorDict({k: torch.from_numpy(v) for k, v in obs.items()}, batch_size=[5])
