@@ -70,7 +70,8 @@ class NullTracker:
         (True, 'checkpoints/run', None)
     """
 
-    run_id = tracking_uri = None
+    run_id: str | None = None
+    tracking_uri: str | None = None
     resumed = True  # it logs no params
 
     def __init__(self, checkpoint_dir: str | Path | None = None) -> None:
