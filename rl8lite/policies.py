@@ -250,7 +250,7 @@ class Policy(nn.Module):
         """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model serving
         it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
         ``log_policy`` (a ``torch.export`` program) is the recommended saved policy."""
-        from .tracking.policy_model import pickle_policy
+        from .tracking.rl8_policy_model import pickle_policy
 
         return pickle_policy(self, path, recurrent=self.recurrent)
 
@@ -339,7 +339,7 @@ def build_policy(observation_spec: Spec, action_spec: Spec, config: Any, default
 def __getattr__(name: str) -> Any:
     # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use.
     if name in ("MLflowPolicyModel", "MLflowRecurrentPolicyModel"):
-        from .tracking import policy_model
+        from .tracking import rl8_policy_model
 
-        return getattr(policy_model, name)
+        return getattr(rl8_policy_model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import random
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
 
 from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole
-from rl8lite.tracking import MlflowTracker, TrackingError, default_tracking_uri, find_mlruns_dir
+from rl8lite.tracking import (
+    MlflowTracker,
+    NullTracker,
+    Tracker,
+    TrackingError,
+    default_tracking_uri,
+    find_mlruns_dir,
+)
 
 from .helpers import bad_env
+from .trackers import RecordingTracker
 
 
 def history(client: mlflow.MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -93,18 +104,19 @@ def test_keyboard_interrupt_kills_the_run(experiment_name: str, client: mlflow.M
     run = client.get_run(trainer.tracker.run_id)
     assert run.info.status == "KILLED"
     assert len(history(client, run.info.run_id, "env/steps")) == 3
-    # the trainer stays usable and reopens its run
+    # the trainer stays usable: it logs into its run, which stays KILLED
     trainer.step()
-    assert client.get_run(trainer.tracker.run_id).info.status == "RUNNING"
     trainer.close()
-    assert client.get_run(trainer.tracker.run_id).info.status == "FINISHED"
+    assert client.get_run(trainer.tracker.run_id).info.status == "KILLED"
+    assert len(history(client, run.info.run_id, "env/steps")) == 4
 
 
 def test_context_manager_ends_the_run_failed_on_error(experiment_name: str, client: mlflow.MlflowClient) -> None:
-    with pytest.raises(ZeroDivisionError):
-        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name, progress=False) as trainer:
-            trainer.step()
-            1 / 0
+    trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name=experiment_name,
+                      progress=False)
+    with pytest.raises(ZeroDivisionError), trainer:
+        trainer.step()
+        _ = 1 / 0
     assert client.get_run(trainer.tracker.run_id).info.status == "FAILED"
 
 
@@ -191,7 +203,9 @@ def test_a_failed_background_write_is_reported(experiment_name: str) -> None:
     tracker.log_metrics({"a": 1.0}, step=1)
     with pytest.raises(RuntimeError, match="disk full"):
         tracker.flush()
-    assert len(tracker._pending) == 1  # kept for the next try, not dropped
+    del tracker.client.log_batch  # the store works again: the metric was kept for this try
+    tracker.end()
+    assert [m.step for m in mlflow.MlflowClient(tracker.tracking_uri).get_metric_history(tracker.run_id, "a")] == [1]
 
 
 def test_a_transient_write_failure_loses_nothing(experiment_name: str, client: mlflow.MlflowClient) -> None:
@@ -226,15 +240,31 @@ def test_a_script_that_crashes_leaves_its_run_failed(tmp_path: Path, mlflow_stor
         "t = Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2), experiment_name='crash', progress=False)\n"
         "print(t.tracker.run_id, flush=True)\n"
         "t.step()\n"
+        "import sys; assert sys.excepthook is sys.__excepthook__, 'a process-wide hook was set'\n"
         "raise RuntimeError('boom')\n"
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
     assert out.returncode == 1 and "boom" in out.stderr
     run = client.get_run(out.stdout.split()[0])
     assert run.info.status == "FAILED" and run.data.tags["rl8lite.error"] == "RuntimeError: boom"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [4]
 
+
+
+@pytest.mark.parametrize(("flags", "status"), [([], "KILLED"), (["-i"], "FINISHED")], ids=["script", "interactive"])
+def test_a_script_ended_by_ctrl_c_kills_its_run_and_an_interactive_sessions_old_error_does_not(
+    flags: list[str], status: str, mlflow_store: str, client: mlflow.MlflowClient
+) -> None:
+    import subprocess
+    import sys
+
+    code = ("from rl8lite.tracking import MlflowTracker\n"
+            "t = MlflowTracker('interrupted'); print(t.run_id, flush=True)\n"
+            "raise KeyboardInterrupt\n")
+    out = subprocess.run([sys.executable, *flags, "-c", code], check=False, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
+    assert client.get_run(out.stdout.split()[0]).info.status == status, out.stderr
 
 def test_the_ui_command_survives_a_space_in_the_store_path() -> None:
     import shlex
@@ -244,3 +274,82 @@ def test_the_ui_command_survives_a_space_in_the_store_path() -> None:
     uri = "sqlite:////tmp/my project/mlruns/mlflow.db"
     args = shlex.split(ui_command(uri, port=5123))
     assert args[1:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", "5123"]
+
+
+PROTOCOL = {"run_id", "tracking_uri", "checkpoint_dir", "resumed", "log_params", "log_metrics", "log_artifact",
+            "log_image", "log_policy", "flush", "end"}
+
+
+def test_every_tracker_has_exactly_the_protocols_members(experiment_name: str) -> None:
+    from typing_extensions import get_protocol_members
+
+    assert get_protocol_members(Tracker) == PROTOCOL
+    recording = RecordingTracker()
+    assert {n for n in {*vars(recording), *vars(RecordingTracker)} if not n.startswith("_")} == PROTOCOL | {"calls"}
+    mlflow_tracker = MlflowTracker(experiment_name)
+    for tracker in (recording, NullTracker(), mlflow_tracker):
+        assert isinstance(tracker, Tracker)
+        for name in PROTOCOL:
+            if callable(getattr(Tracker, name, None)):
+                declared = inspect.signature(getattr(Tracker, name)).parameters.values()
+                found = inspect.signature(getattr(type(tracker), name)).parameters.values()
+                assert [(p.name, p.kind, p.default) for p in found] == [
+                    (p.name, p.kind, p.default) for p in declared
+                ], (type(tracker).__name__, name)
+    mlflow_tracker.end()
+    assert (recording.run_id, recording.tracking_uri, recording.checkpoint_dir) == (None, None, None)
+    assert mlflow_tracker.checkpoint_dir.name == mlflow_tracker.run_id
+
+
+
+def test_runs_without_a_name_get_distinct_names_whatever_the_seed(
+    experiment_name: str, client: mlflow.MlflowClient
+) -> None:
+    names = []
+    for _ in range(2):
+        with Trainer(Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, seed=0),
+                     experiment_name=experiment_name, progress=False) as trainer:
+            names.append(client.get_run(trainer.tracker.run_id).info.run_name)
+    assert names[0] != names[1]
+    random.seed(0)
+    state = random.getstate()
+    MlflowTracker(experiment_name).end()
+    assert random.getstate() == state  # the seeded global stream did not move
+
+
+
+def test_logging_into_an_ended_run_leaves_its_status_and_end_time(
+    experiment_name: str, client: mlflow.MlflowClient, tmp_path: Path
+) -> None:
+    algo = Algorithm(CartPole, num_envs=2, horizon=2, seed=0)
+    tracker = MlflowTracker(experiment_name)
+    tracker.log_metrics({"a": 1.0}, step=1)
+    tracker.end("KILLED")
+    ended = client.get_run(tracker.run_id).info
+    (tmp_path / "note.txt").write_text("late")
+    tracker.log_metrics({"a": 2.0}, step=2)
+    tracker.log_params({"late": 1})
+    tracker.log_artifact(tmp_path / "note.txt")
+    tracker.log_image(np.zeros((4, 4, 3), dtype=np.uint8), key="late", step=2)
+    tracker.log_policy(algo.policy, algo.env.observation_spec, step=2)
+    tracker.end()  # ending again writes what is queued, and changes nothing else
+    run = client.get_run(tracker.run_id)
+    assert (run.info.status, run.info.end_time) == ("KILLED", ended.end_time)
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "a")] == [1, 2]
+    assert run.data.params["late"] == "1" and mlflow.active_run() is None
+
+
+def test_a_video_policy_and_eval_after_run_leave_the_run_finished(
+    experiment_name: str, client: mlflow.MlflowClient
+) -> None:
+    trainer = Trainer(Algorithm(CartPole, num_envs=4, horizon=8, seed=0, horizons_per_env_reset=1),
+                      experiment_name=experiment_name, progress=False, save_policy=False)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 1)])
+    ended = client.get_run(trainer.tracker.run_id).info
+    trainer.record_video(max_steps=5)
+    trainer.log_policy()
+    trainer.eval()
+    trainer.close()
+    run = client.get_run(trainer.tracker.run_id)
+    assert (run.info.status, run.info.end_time) == ("FINISHED", ended.end_time)
+    assert "eval/returns/mean" in run.data.metrics and "videos/rollout/length" in run.data.metrics

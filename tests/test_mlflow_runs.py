@@ -17,7 +17,6 @@ from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.tracking import TrackingError
-from rl8lite.tracking import retries
 
 
 def small() -> Algorithm:
@@ -113,7 +112,6 @@ def test_a_write_the_store_refuses_for_a_while_is_retried_with_one_warning_and_n
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(SqlAlchemyStore, "log_batch", locked)
-    monkeypatch.setattr(retries, "_warned", False)
     with Trainer(small(), experiment_name=experiment_name, progress=False) as trainer:
         trainer.tracker.flush_interval_s = 0.05
         with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.ERROR):

@@ -16,8 +16,8 @@ from tensordict import TensorDict
 from rl8lite import Algorithm, RecurrentAlgorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.examples import CartPole, Pendulum
-from rl8lite.tracking.export import ExportError
 from rl8lite.tracking import save_policy_model
+from rl8lite.tracking.export import ExportError
 
 from .helpers import CueRecall, MaskedChoice
 
@@ -64,11 +64,28 @@ def test_dict_observations_with_an_action_mask(tmp_path: Path) -> None:
     for deterministic in (True, False):
         taken = model.predict(obs, params={"deterministic": deterministic})
         assert np.take_along_axis(obs["action_mask"], taken, axis=1).all(), "a masked action was served"
-    assert model.metadata.get_input_schema().input_names() == ["position", "action_mask"]
+    assert list(model.input_example) == ["position", "action_mask"]  # one input per key
     with pytest.raises(mlflow.exceptions.MlflowException, match="action_mask"):
         model.predict({"position": obs["position"]})
     with pytest.raises(ValueError, match=r"same number of rows .*'position': 3, 'action_mask': 2"):
         model.predict({"position": obs["position"][:3], "action_mask": obs["action_mask"][:2]})
+
+
+def test_any_real_dtype_is_cast_to_the_inputs_and_other_inputs_are_refused_by_name(tmp_path: Path) -> None:
+    model = saved(Algorithm(MaskedChoice, num_envs=4, horizon=4, seed=0), tmp_path)
+    obs = masked_obs(8)
+    expected = model.predict(obs)
+    widened = {"position": obs["position"].astype(np.float64), "action_mask": obs["action_mask"].astype(np.int64)}
+    np.testing.assert_array_equal(model.predict(widened), expected)
+    with pytest.raises(mlflow.exceptions.MlflowException, match="'position'.* dtype <U"):
+        model.predict({**obs, "position": obs["position"].astype(str)})
+    with pytest.raises(mlflow.exceptions.MlflowException, match=r"'position' .*\[-1, 2\].* \[8, 3\]"):
+        model.predict({**obs, "position": np.zeros((8, 3))})
+    vector = saved(Algorithm(Pendulum, num_envs=4, horizon=4, seed=0), tmp_path / "vector")
+    obs = RNG.normal(size=(5, 3))  # numpy's default float64
+    np.testing.assert_array_equal(vector.predict(obs), vector.predict(obs.astype(np.float32)))
+    np.testing.assert_array_equal(vector.predict(np.ones((5, 3), dtype=np.int64)),
+                                  vector.predict(np.ones((5, 3), dtype=np.float32)))
 
 
 class NestedMasked(MaskedChoice):
@@ -87,7 +104,7 @@ class NestedMasked(MaskedChoice):
 def test_nested_dict_observations_one_input_per_leaf_and_batches_of_one(tmp_path: Path) -> None:
     algo = Algorithm(NestedMasked, num_envs=4, horizon=4, seed=0)
     model = saved(algo, tmp_path)
-    assert model.metadata.get_input_schema().input_names() == ["sensors.position", "sensors.speed", "action_mask"]
+    assert list(model.input_example) == ["sensors.position", "sensors.speed", "action_mask"]
     for batch in (1, 9):
         mask = masked_obs(batch)["action_mask"].astype(np.int64)
         obs = {"sensors.position": RNG.normal(size=(batch, 2)).astype(np.float32),
@@ -171,7 +188,8 @@ import mlflow, numpy as np
 obs = dict(np.load({str(tmp_path / "obs.npz")!r}))
 print(mlflow.pyfunc.load_model({str(tmp_path / "policy")!r}).predict(obs).ravel().tolist())
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     with torch.no_grad():
         td = TensorDict({k: torch.from_numpy(v) for k, v in obs.items()}, batch_size=[5])

@@ -1,30 +1,169 @@
 """Experiment tracking, export and serving: the only package that imports mlflow.
 
-:mod:`~.store` says where runs go, :mod:`~.mlflow_tracker` logs a trainer's run,
-:mod:`~.export` turns the policy into a ``torch.export`` program and
-:mod:`~.policy_model` packs it as an MLflow model served by ``_pyfunc_policy.py``.
-mlflow is imported on first use (it adds ~2 s to a process's start): a rank that
-does not log, or a script that only builds an algorithm, never pays for it.
+Here: the :class:`Tracker` protocol a :class:`~rl8lite.Trainer` logs through, a tracker
+that logs nothing, and where runs go. :mod:`~.mlflow_tracker` logs a run to MLflow,
+:mod:`~.export` turns a policy into a ``torch.export`` program, :mod:`~.policy_model`
+packs it as an MLflow model (served by ``_pyfunc_policy.py``) and
+:mod:`~.rl8_policy_model` holds rl8's models of a pickled policy. mlflow is imported on
+first use (it adds seconds to a process's start).
+
+The default store is ``MLFLOW_TRACKING_URI`` (or an earlier ``mlflow.set_tracking_uri``)
+when set, else a SQLite store ``mlruns/mlflow.db`` in the nearest folder, from the current
+directory upwards, that has an ``mlruns/`` folder (the current directory when none has).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-from .tracker import NullTracker, Tracker, TrackingError, mlflow_version
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be reached or written; the message names it."""
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default.
+
+    Attributes:
+        run_id: The MLflow run (``None``: not MLflow; a checkpoint then needs ``tracker=``
+            to resume).
+        tracking_uri: The MLflow store, or ``None``.
+        checkpoint_dir: Where checkpoints go (``None``: ``save_checkpoint`` needs ``path=``).
+        resumed: Whether the params are already logged (a continued run).
+    """
+
+    run_id: str | None
+    tracking_uri: str | None
+    checkpoint_dir: Path | None
+    resumed: bool
+
+    def log_params(self, params: dict[str, Any]) -> None: ...
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None: ...
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str: ...
+
+    def flush(self) -> None: ...
+
+    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None: ...
+
+
+class NullTracker:
+    """Logs nothing: the tracker of every rank but rank 0 in multi-process training.
+
+    Args:
+        checkpoint_dir: The run's checkpoint folder (each rank writes its own file there).
+
+    Examples:
+        >>> tracker = NullTracker("checkpoints/run")
+        >>> isinstance(tracker, Tracker), tracker.checkpoint_dir.as_posix(), tracker.run_id
+        (True, 'checkpoints/run', None)
+    """
+
+    run_id: str | None = None
+    tracking_uri: str | None = None
+    resumed = True  # it logs no params
+
+    def __init__(self, checkpoint_dir: str | Path | None = None) -> None:
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        pass
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None:
+        pass
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str:
+        return ""
+
+    def flush(self) -> None:
+        pass
+
+    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
+        pass
+
+
+def mlflow_version() -> str:
+    """The installed mlflow's version, read from its metadata (without importing mlflow)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mlflow")
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def find_mlruns_dir(start: Path | None = None) -> Path:
+    """The nearest ``mlruns/`` folder from ``start`` (default: cwd) up, else ``start/mlruns``."""
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "mlruns").is_dir():
+            return folder / "mlruns"
+    return start / "mlruns"
+
+
+def default_tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else the SQLite store in the project's ``mlruns/``."""
+    import mlflow
+
+    if mlflow.is_tracking_uri_set():
+        return mlflow.get_tracking_uri()
+    mlruns = find_mlruns_dir()
+    mlruns.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{mlruns / 'mlflow.db'}"
+
+
+def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
+    """Local folder for a run's checkpoints: beside a SQLite store, else ``./checkpoints``."""
+    root = Path(tracking_uri.removeprefix("sqlite:///")).parent
+    return (root if tracking_uri.startswith("sqlite:///") else Path.cwd()) / "checkpoints" / run_id
+
+
+def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
+    """Fetch one artifact of a run (without touching the run's status)."""
+    from mlflow import MlflowClient
+
+    return Path(MlflowClient(tracking_uri).download_artifacts(run_id, artifact, str(destination)))
+
+
+def ui_command(tracking_uri: str, port: int = 5000) -> str:
+    """The shell command that opens the MLflow UI on ``tracking_uri``, naming the ``mlflow``
+    executable beside the running Python (so it works without activating the venv).
+
+    Examples:
+        >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]
+        "--backend-store-uri 'sqlite:////tmp/my runs/mlflow.db' --host 127.0.0.1 --port 5000"
+    """
+    beside = Path(sys.executable).parent / "mlflow"
+    executable = str(beside) if beside.exists() else "mlflow"
+    return (f"{shlex.quote(executable)} ui --backend-store-uri {shlex.quote(tracking_uri)}"
+            f" --host 127.0.0.1 --port {port}")
+
+
+def runs_view_url(experiment_id: str, port: int = 5000) -> str:
+    """The UI link to an experiment's runs view (MLflow 3 opens a GenAI page otherwise)."""
+    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
 
 #: Public names of the submodules that import mlflow, loaded when first asked for.
-_LAZY = {
-    "MlflowTracker": "mlflow_tracker",
-    "save_policy_model": "policy_model",
-    "checkpoint_dir": "store",
-    "default_tracking_uri": "store",
-    "download_run_artifact": "store",
-    "find_mlruns_dir": "store",
-    "runs_view_url": "store",
-    "ui_command": "store",
-}
+_LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "policy_model"}
 
 
 def __getattr__(name: str) -> Any:
@@ -33,4 +172,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["NullTracker", "Tracker", "TrackingError", "mlflow_version", *_LAZY]
+__all__ = [
+    "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
+    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "mlflow_version",
+    "runs_view_url", "save_policy_model", "ui_command",
+]

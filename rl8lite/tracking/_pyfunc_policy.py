@@ -1,16 +1,15 @@
-"""MLflow model (models-from-code) serving a policy exported by ``rl8lite.export``.
+"""MLflow model (models-from-code) serving a policy exported by ``rl8lite.tracking.export``.
 
-MLflow copies this file into the saved model and runs it at load time, so it
-must import nothing from rl8lite: loading a policy needs torch, numpy and
-mlflow only.
+MLflow copies this file into the saved model and runs it at load time, so it imports
+nothing from rl8lite: loading a policy needs torch, numpy and mlflow only.
 
-``predict(obs)`` takes a numpy batch of observations (a dict of arrays for dict
-observations) and returns the actions, deterministic unless
-``params={"deterministic": False}``. A recurrent policy takes a dict holding the
-observation (``"obs"``, or its keys) and ``"recurrent_state"``, and returns
-``{"actions": ..., "recurrent_state": ...}``; start from
-``model.unwrap_python_model().initial_state(batch_size)`` and, as in training,
-zero a row's state where its episode ended.
+``predict(obs)`` takes a batch of observations (a dict of arrays for dict observations,
+nested keys joined by ``"."``) of any real dtype, cast to the policy's, and returns the
+actions, deterministic unless ``params={"deterministic": False}``. A recurrent policy
+takes a dict holding the observation (``"obs"``, or its keys) and ``"recurrent_state"``,
+and returns ``{"actions": ..., "recurrent_state": ...}``; start from
+``model.unwrap_python_model().initial_state(batch_size)`` and, as in training, zero a
+row's state where its episode ended.
 """
 
 import json
@@ -19,6 +18,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import torch
+from mlflow.exceptions import MlflowException
 
 
 class PolicyModel(mlflow.pyfunc.PythonModel):
@@ -27,30 +27,45 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         self.program = torch.export.load(context.artifacts["program"]).module()
 
     def initial_state(self, batch_size):
-        """The zero state a recurrent policy starts an episode from, ``[batch_size, state_size]``."""
+        """The zero state ``[batch_size, state_size]`` a recurrent policy starts an episode from."""
         if not self.io["recurrent"]:
             raise TypeError("this policy is not recurrent: it takes no state")
         (state,) = [spec for spec in self.io["inputs"] if spec["name"] == self.io["state_name"]]
         return np.zeros((batch_size, *state["shape"]), dtype=state["dtype"])
 
-    # MLflow reads the hint: np.ndarray makes it check inputs against the saved
-    # signature alone (a dict of arrays, for named inputs, passes as well).
+    # The saved signature declares no inputs (MLflow would refuse any dtype but the declared
+    # one): they are checked and cast here.
     def predict(self, context, model_input: np.ndarray, params=None):
         deterministic = True if params is None else bool(params.get("deterministic", True))
         if not self.io["named_inputs"]:
             model_input = {self.io["inputs"][0]["name"]: model_input}
-        tensors = [
-            torch.from_numpy(np.ascontiguousarray(model_input[spec["name"]], dtype=spec["dtype"]))
-            for spec in self.io["inputs"]
-        ]
-        sizes = {spec["name"]: len(t) for spec, t in zip(self.io["inputs"], tensors)}
+        specs = self.io["inputs"]
+        tensors = [torch.from_numpy(_checked(model_input, spec, specs)) for spec in specs]
+        sizes = {spec["name"]: len(t) for spec, t in zip(specs, tensors)}
         if len(set(sizes.values())) > 1:
-            raise ValueError(f"every input must hold the same number of rows (the batch); received {sizes}")
+            raise ValueError("every input must hold the same number of rows (the batch); received"
+                             f" {sizes}")
         with torch.no_grad():
             outputs = self.program(*tensors, torch.tensor(deterministic))
         if self.io["recurrent"]:
             return {name: output.numpy() for name, output in zip(self.io["output_names"], outputs)}
         return outputs.numpy()
+
+
+def _checked(model_input, spec, specs):
+    """Input ``spec["name"]`` of ``model_input`` as a contiguous array of the policy's dtype."""
+    name, shape = spec["name"], [-1, *spec["shape"]]
+    if name not in model_input:
+        raise MlflowException.invalid_parameter_value(
+            f"the policy's input {name!r} is missing; its inputs are {[s['name'] for s in specs]}")
+    array = np.asarray(model_input[name])
+    if array.dtype.kind not in "biuf":
+        raise MlflowException.invalid_parameter_value(
+            f"the policy's input {name!r} has dtype {array.dtype}; it takes real numbers")
+    if list(array.shape[1:]) != shape[1:]:
+        raise MlflowException.invalid_parameter_value(
+            f"the policy's input {name!r} must have shape {shape}, received {list(array.shape)}")
+    return np.ascontiguousarray(array, dtype=spec["dtype"])
 
 
 mlflow.models.set_model(PolicyModel())

@@ -1,11 +1,8 @@
 """The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
 
-Metrics are buffered in memory; a background thread writes them in batches
-every ``flush_interval_s`` seconds (a SQLite batch of ~700 metrics costs
-~75 ms, which the training thread no longer pays), and ``flush``, ``end`` and
-interpreter exit write what is left synchronously. Nothing depends on MLflow's
-own async queue, which drops everything not flushed when a process exits
-without ending its run.
+Metrics wait in memory; a background thread writes them in batches every
+``flush_interval_s`` seconds, and ``flush``, ``end`` and interpreter exit write what is
+left. (MLflow's own async queue drops what is not flushed when a process exits.)
 """
 
 from __future__ import annotations
@@ -13,106 +10,80 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
+import os
+import random
+import re
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import Metric, Param, RunStatus
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import fluent
 
-Policy = Any  # the policy (rl8lite.policies.Policy)
-from ..specs import Spec
-from .active_run import activate, deactivate, is_trainer_run
-from .active_run import experiment_name as resolve_experiment_name
+from . import TrackingError, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
 from .policy_model import log_policy_model
-from .retries import retried_quietly, warn_retry_once
-from .tracker import TrackingError
-from .store import (
-    artifact_location,
-    checkpoint_dir,
-    default_tracking_uri,
-    open_client,
-    runs_view_url,
-    ui_command,
-)
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
-
-
-def _param_value(value: Any) -> str:
-    if isinstance(value, (dict, list, tuple)):
-        text = json.dumps(value, default=str, sort_keys=True)
-    else:
-        text = str(value)
-    return text[:_MAX_PARAM_LENGTH]
-
-
-_OPEN_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
-_UNCAUGHT: list[BaseException] = []
-_previous_excepthook = sys.excepthook
-
-
-def _note_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-    """Remember an exception that ends the program, so its open runs end FAILED, not FINISHED."""
-    _UNCAUGHT.append(exc)
-    _previous_excepthook(exc_type, exc, tb)
-
-
-sys.excepthook = _note_uncaught
-
-
-@atexit.register
-def _end_open_runs() -> None:
-    status, message = "FINISHED", None
-    if _UNCAUGHT:
-        exc = _UNCAUGHT[-1]
-        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
-        message = f"{type(exc).__name__}: {exc}"
-    for tracker in list(_OPEN_TRACKERS):
-        try:
-            if tracker.ended:
-                tracker.flush()  # an earlier end() could not write everything
-            else:
-                tracker.end(status, message=message)
-        except Exception:  # noqa: BLE001 - interpreter exit: nothing left to report to
-            pass
+_WRITER = "rl8lite-mlflow-writer"  # the name of the threads that write metrics
+_TRACKERS: weakref.WeakSet[MlflowTracker] = weakref.WeakSet()
+_TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for the user's)
 
 
 class MlflowTracker:
     """Logs one training run to MLflow through an explicit client and run id.
 
-    Uses the run the user opened with ``mlflow.start_run`` when there is one
-    (and never ends it); otherwise creates and owns a run of its own, so that
-    several trainers in one process each land in their own comparable run. An
-    owned run is MLflow's active run until :meth:`end` (so ``mlflow.active_run()`` and
-    the user's ``mlflow.log_*`` calls find it), and MLflow's tracking URI is set to
-    this store when the user set none.
+    Logs into the run the user opened with ``mlflow.start_run`` when there is one (and
+    never ends it); otherwise creates and owns a run, so that each trainer of a process
+    lands in its own run. An owned run is MLflow's active run until :meth:`end` (so
+    ``mlflow.active_run()`` and the user's ``mlflow.log_*`` calls find it), and MLflow's
+    tracking URI is set to this store when the user set none. At interpreter exit, a run
+    still open ends FAILED (KILLED on Ctrl-C) when a script dies of an exception, else
+    FINISHED.
 
     Args:
         experiment_name: Experiment to log into (created when missing); ``None``: the one
             the user set (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``),
             else ``default_experiment``.
         default_experiment: The experiment when none is named or set.
-        run_name: Optional name of the run.
-        tags: Optional tags of the run.
-        tracking_uri: Store to use (default: the store of the active MLflow run when one is
-            active, else :func:`default_tracking_uri`).
+        run_name: Name of a new run (default: a random one, like MLflow's).
+        tags: Tags of the run.
+        tracking_uri: Store to use (default: the active run's store when a run is active,
+            else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, disk, network, and GPU
-            where ``pynvml`` finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``
-            seconds (default 10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU where ``pynvml``
+            finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (default
+            10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
             active in another store than ``tracking_uri``.
+
+    Examples:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     tracker = MlflowTracker("demo", tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+        ...     tracker.log_metrics({"returns/mean": 1.5}, step=64)
+        ...     tracker.end()
+        ...     run = MlflowClient(tracker.tracking_uri).get_run(tracker.run_id)
+        >>> run.info.status, run.data.metrics
+        ('FINISHED', {'returns/mean': 1.5})
     """
 
     def __init__(
@@ -128,128 +99,104 @@ class MlflowTracker:
         log_system_metrics: bool = False,
     ) -> None:
         active = mlflow.active_run()
-        # A user's active run lives in MLflow's current store (which may be MLflow's own
-        # default, not the mlruns/ one): log there, into that run. Another trainer's
-        # active run is never adopted.
-        adopt = active is not None and run_id is None and not is_trainer_run(active.info.run_id)
-        self.tracking_uri = tracking_uri or (mlflow.get_tracking_uri() if adopt else default_tracking_uri())
-        if adopt and self.tracking_uri != mlflow.get_tracking_uri():
+        # A user's active run lives in MLflow's current store; another tracker's is not adopted.
+        adopt = active is not None and run_id is None and active.info.run_id not in _TRAINER_RUNS
+        current = mlflow.get_tracking_uri()
+        self.tracking_uri = tracking_uri or (current if adopt else default_tracking_uri())
+        if adopt and self.tracking_uri != current:
             raise TrackingError(
-                f"an MLflow run is active in the store {mlflow.get_tracking_uri()!r}, but the"
-                f" tracker was given the store {self.tracking_uri!r}: pass no tracking_uri to log"
-                " into the active run, or end that run first."
+                f"an MLflow run is active in the store {current!r}, but the tracker was given the"
+                f" store {self.tracking_uri!r}: pass no tracking_uri to log into the active run,"
+                " or end that run first."
             )
-        #: Whether this tracker continues an existing run (its params are already logged).
-        self.resumed = run_id is not None
+        self.resumed = run_id is not None  # its params are already logged
         self.flush_interval_s = flush_interval_s
+        self.ended = False
+        self.model_id: str | None = None  # the policy's LoggedModel, once logged
         self._pending: list[Metric] = []
-        self._pending_lock = threading.Lock()  # guards _pending
+        self._pending_lock = threading.Lock()
         self._write_lock = threading.Lock()  # one batch writer at a time
         self._writer: threading.Thread | None = None
+        self._warned = False  # that a write failed and is retried
+        self._system_metrics: Any = None
         try:
-            self.client = open_client(self.tracking_uri)
+            self.client = _open_client(self.tracking_uri)
             if run_id is not None:
-                run = self.client.get_run(run_id)
-                self.run_id = run_id
-                self.experiment_id = run.info.experiment_id
+                run = self.client.get_run(run_id).info
                 self.owns_run = active is None or active.info.run_id != run_id
                 if self.owns_run:
                     self.client.update_run(run_id, status="RUNNING")
             elif adopt:
-                self.run_id = active.info.run_id
-                self.experiment_id = active.info.experiment_id
-                self.owns_run = False
-                if tags:
-                    for key, value in tags.items():
-                        self.client.set_tag(self.run_id, key, str(value))
+                run, self.owns_run = active.info, False
+                for key, value in (tags or {}).items():
+                    self.client.set_tag(run.run_id, key, str(value))
             else:
-                name = resolve_experiment_name(self.client, experiment_name, default_experiment)
-                self.experiment_id = self._experiment_id(name)
-                run = self.client.create_run(
-                    self.experiment_id,
-                    run_name=run_name,
-                    tags={str(k): str(v) for k, v in (tags or {}).items()},
-                )
-                self.run_id = run.info.run_id
+                name = _experiment(self.client, experiment_name, default_experiment)
+                tags = {str(k): str(v) for k, v in (tags or {}).items()}
+                run = self.client.create_run(self._experiment_id(name), tags=tags,
+                                             run_name=run_name or _run_name()).info
                 self.owns_run = True
         except MlflowException as e:
-            raise TrackingError(
-                f"cannot use the MLflow tracking store {self.tracking_uri!r}: {e.message}"
-            ) from e
-        except Exception as e:  # noqa: BLE001 - any store failure: name the store, keep the cause
-            raise TrackingError(
-                f"cannot write the MLflow tracking store {self.tracking_uri!r}: {e}"
-            ) from e
-        self.ended = False
-        #: The policy's LoggedModel once :meth:`log_policy` logged it (eval metrics link to it).
-        self.model_id: str | None = None
-        self._system_metrics = None
+            raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}:"
+                                f" {e.message}") from e
+        except Exception as e:  # any store failure: name the store, keep the cause
+            raise TrackingError(f"cannot write the MLflow tracking store {self.tracking_uri!r}:"
+                                f" {e}") from e
+        self.run_id: str | None = run.run_id
+        self.experiment_id: str = run.experiment_id
+        self.checkpoint_dir: Path | None = checkpoint_dir(self.tracking_uri, run.run_id)
         if self.owns_run:
             if not mlflow.is_tracking_uri_set():  # the user's mlflow.log_* calls go here too
                 mlflow.set_tracking_uri(self.tracking_uri)
-            activate(self.client, self.run_id)
+            _activate(self.client, run.run_id)
             if log_system_metrics:
-                self._system_metrics = start_system_metrics(self.run_id, self.tracking_uri, resumed=self.resumed)
-        _OPEN_TRACKERS.add(self)
+                self._system_metrics = _system_metrics(run.run_id, self.tracking_uri, self.resumed)
+        _TRACKERS.add(self)
 
     def _experiment_id(self, name: str) -> str:
-        experiment = self.client.get_experiment_by_name(name)
-        if experiment is not None:
+        if (experiment := self.client.get_experiment_by_name(name)) is not None:
             return experiment.experiment_id
         try:
-            return self.client.create_experiment(
-                name, artifact_location=artifact_location(self.tracking_uri, name)
-            )
-        except MlflowException:
-            # Another process created it between our look-up and our create.
-            experiment = self.client.get_experiment_by_name(name)
-            if experiment is None:
+            location = _artifact_location(self.tracking_uri, name)
+            return self.client.create_experiment(name, artifact_location=location)
+        except MlflowException:  # another process may have created it meanwhile
+            if (experiment := self.client.get_experiment_by_name(name)) is None:
                 raise
             return experiment.experiment_id
 
-    def _reopen(self) -> None:
-        if self.ended:
-            if self.owns_run:
-                self.client.update_run(self.run_id, status="RUNNING")
-                activate(self.client, self.run_id)
-            self.ended = False
-            _OPEN_TRACKERS.add(self)
-
     def log_params(self, params: dict[str, Any]) -> None:
-        """Log params now (synchronously); values longer than MLflow's limit are cut."""
-        self._reopen()
+        """Log params now; values longer than MLflow's limit are cut."""
         items = [Param(str(k), _param_value(v)) for k, v in params.items()]
         for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
 
-    def set_tags(self, tags: dict[str, Any]) -> None:
-        """Set run tags now."""
-        for key, value in tags.items():
-            self.client.set_tag(self.run_id, key, str(value)[:_MAX_PARAM_LENGTH])
-
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        """Queue metrics at ``step``; the background writer stores them within ``flush_interval_s``."""
-        self._reopen()
-        timestamp = int(time.time() * 1000)
+        """Queue metrics at ``step``, written by a background thread within ``flush_interval_s``."""
+        now, step = int(time.time() * 1000), int(step)
         # Evaluations of a logged policy are that model's metrics too (its Models page).
-        batch = [
-            Metric(k, float(v), timestamp, int(step), model_id=self.model_id if k.startswith("eval/") else None)
-            for k, v in metrics.items()
-        ]
+        batch = [Metric(k, float(v), now, step, self.model_id if k.startswith("eval/") else None)
+                 for k, v in metrics.items()]
         with self._pending_lock:
             self._pending.extend(batch)
-        if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_periodically, name="rl8lite-mlflow-writer", daemon=True)
-            self._writer.start()
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_in_background, name=_WRITER,
+                                                daemon=True)
+                self._writer.start()
 
-    def _write_periodically(self) -> None:
-        while not self.ended:
+    def _write_in_background(self) -> None:
+        """Write the queued metrics every ``flush_interval_s`` until none are left."""
+        while True:
             time.sleep(self.flush_interval_s)
             try:
-                with retried_quietly():
-                    self._write_pending()
-            except Exception as e:  # noqa: BLE001 - metrics stay queued and are retried; flush()/end() raise
-                warn_retry_once(self.tracking_uri, e)
+                self._write_pending()
+            except Exception as e:  # noqa: BLE001 - they stay queued and are retried; flush() raises
+                if not self._warned:
+                    self._warned = True
+                    _warn_retry(self.tracking_uri, e)
+            with self._pending_lock:
+                if not self._pending:
+                    self._writer = None
+                    return
 
     def _write_pending(self) -> None:
         with self._write_lock:
@@ -257,26 +204,26 @@ class MlflowTracker:
                 pending, self._pending = self._pending, []
             try:
                 for i in range(0, len(pending), _MAX_METRICS_PER_BATCH):
-                    self.client.log_batch(self.run_id, metrics=pending[i : i + _MAX_METRICS_PER_BATCH])
+                    batch = pending[i : i + _MAX_METRICS_PER_BATCH]
+                    self.client.log_batch(self.run_id, metrics=batch)
             except Exception:
                 with self._pending_lock:  # keep them for the next try
                     self._pending[:0] = pending
                 raise
 
-    def log_policy(
-        self,
-        policy: Policy,
-        observation_spec: Spec,
-        name: str = "policy",
-        *,
-        step: int = 0,
-        registered_model_name: str | None = None,
-    ) -> str:
-        """Log ``policy`` as a LoggedModel of the run (see :func:`log_policy_model`), its
-        metrics at ``step`` linked to it; return ``runs:/<run id>/<name>``, which
-        ``mlflow.pyfunc.load_model`` serves (as does ``models:/<model id>``, :attr:`model_id`).
-        """
-        self._reopen()
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Copy a local file into the run's artifacts."""
+        self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_path)
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None:
+        """Log an RGB image under ``key`` at ``step`` (the UI's image slider steps through them)."""
+        self.client.log_image(self.run_id, image, key=key, step=int(step), synchronous=True)
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str:
+        """Log ``policy`` as a LoggedModel of the run (:func:`~.policy_model.log_policy_model`),
+        the metrics at ``step`` linked to it; return ``runs:/<run id>/<name>`` (``models:/<model
+        id>``, with :attr:`model_id`, loads it too)."""
         self.flush()  # the metrics at `step` are linked to the model: write them first
         with _tracking_uri(self.tracking_uri):
             info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
@@ -284,54 +231,33 @@ class MlflowTracker:
         self.model_id = info.model_id
         return f"runs:/{self.run_id}/{name}"
 
-    def log_image(self, image: Any, *, key: str, step: int) -> None:
-        """Log an RGB image under ``key`` at ``step`` (the UI's image slider steps through them)."""
-        self._reopen()
-        self.client.log_image(self.run_id, image, key=key, step=int(step), synchronous=True)
-
-    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        """Copy a local file into the run's artifacts."""
-        self._reopen()
-        self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_path)
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        """Local folder for this run's checkpoints (see :func:`checkpoint_dir`)."""
-        return checkpoint_dir(self.tracking_uri, self.run_id)
-
     def flush(self) -> None:
-        """Write every queued metric now (waiting for a background write in progress).
-
-        A transient failure of the background writer (e.g. a locked SQLite db) only
-        delays metrics: they stay queued and are retried; this raises if writing
-        still fails now.
-        """
+        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
         self._write_pending()
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        """Flush, then mark an owned run ``status`` (FINISHED, FAILED or KILLED).
+        """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
+        KILLED) with ``message`` as its ``rl8lite.error`` tag; a user-opened run stays open.
 
-        A user-opened run is flushed but left open. ``message`` is kept as the
-        ``rl8lite.error`` tag. Logging again later reopens an owned run.
+        Logging after the end writes into the run and leaves its status and end time as
+        they are (ending again only writes the queued metrics).
         """
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
+            self.flush()
             return
+        self.ended = True
         try:
             self.flush()
             if message:
                 self.client.set_tag(self.run_id, "rl8lite.error", message[:_MAX_PARAM_LENGTH])
         finally:
-            self.ended = True
-            if not self._pending:  # else stay registered: interpreter exit retries the flush
-                _OPEN_TRACKERS.discard(self)
             if self.owns_run:
                 if self._system_metrics is not None:
                     self._system_metrics.finish()
-                    self._system_metrics = None
-                deactivate(self.run_id)
-                self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+                _deactivate(self.run_id)
+                self.client.set_terminated(self.run_id, status=status)
 
     @property
     def ui_command(self) -> str:
@@ -342,6 +268,84 @@ class MlflowTracker:
     def runs_url(self) -> str:
         """Link to this experiment's runs view once the UI runs."""
         return runs_view_url(self.experiment_id)
+
+
+@atexit.register
+def _end_runs() -> None:
+    """End the runs still open, and write the metrics still queued."""
+    status, message = "FINISHED", None
+    if (exc := _uncaught_exception()) is not None:
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        message = f"{type(exc).__name__}: {exc}"
+    for tracker in list(_TRACKERS):
+        with contextlib.suppress(Exception):  # interpreter exit: nothing left to report to
+            tracker.end(status, message=message)
+
+
+def _uncaught_exception() -> BaseException | None:
+    """The exception a script dies of, which Python records as ``sys.last_value`` before
+    atexit handlers run; ``None`` in an interactive session (where it may be an old one)."""
+    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None:
+        return None
+    return getattr(sys, "last_value", None)
+
+
+def _param_value(value: Any) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str, sort_keys=True)[:_MAX_PARAM_LENGTH]
+    return str(value)[:_MAX_PARAM_LENGTH]
+
+
+def _run_name() -> str:
+    """A name like MLflow's (``bold-fox-123``) from the OS's entropy: MLflow draws from the
+    global ``random``, which a seed makes repeat."""
+    from mlflow.utils import name_utils
+
+    rng = random.Random()
+    predicates = getattr(name_utils, "_GENERATOR_PREDICATES", ["run"])
+    nouns = getattr(name_utils, "_GENERATOR_NOUNS", [f"{rng.getrandbits(32):08x}"])
+    while True:
+        name = f"{rng.choice(predicates)}-{rng.choice(nouns)}-{rng.randint(0, 999)}".lower()
+        if len(name) <= 20:  # MLflow's longest
+            return name
+
+
+def _open_client(tracking_uri: str) -> MlflowClient:
+    """A client whose store is ready. A fresh SQLite store creates its tables on first use,
+    which fails when several processes (a sweep) do it at once: a lock file beside the
+    database serialises that first use (off POSIX, it does not)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri)
+    database = Path(tracking_uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(database.name + ".lock"), "a") as lock:  # closing unlocks it
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        client = MlflowClient(tracking_uri)
+        client.search_experiments(max_results=1)  # creates or migrates the tables now
+    return client
+
+
+def _artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """For a SQLite store, a folder beside the db (MLflow's default is the current directory)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    folder = re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
+    return (Path(tracking_uri.removeprefix("sqlite:///")).parent / folder).resolve().as_uri()
+
+
+def _experiment(client: MlflowClient, explicit: str | None, default: str) -> str:
+    """``explicit``, else the experiment the user set (``mlflow.set_experiment``,
+    ``MLFLOW_EXPERIMENT_NAME`` or ``MLFLOW_EXPERIMENT_ID``), else ``default``."""
+    if explicit or (explicit := os.environ.get("MLFLOW_EXPERIMENT_NAME")):
+        return explicit
+    if experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID"):
+        # set_experiment wrote the id of MLflow's current store, which may be another one
+        for store in (MlflowClient(mlflow.get_tracking_uri()), client):
+            with contextlib.suppress(Exception):
+                return store.get_experiment(experiment_id).name
+    return default
 
 
 @contextlib.contextmanager
@@ -356,18 +360,12 @@ def _tracking_uri(uri: str) -> Iterator[None]:
             mlflow.set_tracking_uri(previous)
 
 
-def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> Any:
-    """MLflow's system metrics monitor for ``run_id``, started.
-
-    Raises:
-        TrackingError: ``psutil``, which MLflow samples with, is not installed.
-    """
+def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
     try:
         import psutil  # noqa: F401
     except ImportError:
-        raise TrackingError(
-            "log_system_metrics=True needs psutil: pip install 'rl8lite[system-metrics]' (or psutil)"
-        ) from None
+        raise TrackingError("log_system_metrics=True needs psutil: pip install"
+                            " 'rl8lite[system-metrics]' (or psutil)") from None
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
     monitor = SystemMetricsMonitor(run_id, resume_logging=resumed, tracking_uri=tracking_uri)
@@ -375,4 +373,42 @@ def start_system_metrics(run_id: str, tracking_uri: str, *, resumed: bool) -> An
     return monitor
 
 
+# MLflow keeps active runs on a per-thread stack that start_run/end_run touch from the top;
+# a tracker's run is pushed when it opens and removed when it ends, wherever it is on the
+# stack, without ending any other run.
+def _stack() -> list | None:
+    variable = getattr(fluent, "_active_run_stack", None)
+    if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
+        warnings.warn("this MLflow version keeps no active-run stack rl8lite knows:"
+                      " mlflow.active_run() will not return the trainer's run", RuntimeWarning,
+                      stacklevel=3)
+    return None if variable is None else variable.get()
 
+
+def _activate(client: MlflowClient, run_id: str) -> None:
+    stack = _stack()
+    if stack is not None and all(r.info.run_id != run_id for r in stack):
+        stack.append(fluent.ActiveRun(client.get_run(run_id)))
+        _TRAINER_RUNS.add(run_id)
+
+
+def _deactivate(run_id: str) -> None:
+    if (stack := _stack()) is not None:
+        stack[:] = [r for r in stack if r.info.run_id != run_id]
+    _TRAINER_RUNS.discard(run_id)
+
+
+# A SQLite store shared by many processes is at times locked longer than MLflow waits; MLflow
+# then logs the error with its traceback and raises. The writer threads retry such writes, so
+# their tracebacks are dropped, and one warning per run says so.
+logging.getLogger("mlflow.store.db.utils").addFilter(lambda record: record.threadName != _WRITER)
+
+
+def _warn_retry(tracking_uri: str, error: BaseException) -> None:
+    reason = " ".join(str(error).split())[:200]
+    with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
+        warnings.warn(
+            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they"
+            " are kept and retried every second (shown once per run). Many processes on one SQLite"
+            " store: see the README's MLflow section for an mlflow server",
+            RuntimeWarning, stacklevel=2)

@@ -1,4 +1,4 @@
-"""The policy as an MLflow model: a ``torch.export`` program served by a small pyfunc."""
+"""The policy as an MLflow model: its ``torch.export`` program served by ``_pyfunc_policy.py``."""
 
 from __future__ import annotations
 
@@ -10,40 +10,33 @@ import mlflow
 import mlflow.pyfunc
 import numpy as np
 import torch
-from mlflow.models import ModelSignature
+from mlflow.models import Model, ModelSignature
 from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
 
-Policy = Any  # the policy (rl8lite.policies.Policy)
 from ..specs import Spec
 from .export import IO_FILE, PROGRAM_FILE, export_policy
 
 
-def _model_arguments(policy: Policy, observation_spec: Spec, folder: str) -> dict[str, Any]:
-    """What ``mlflow.pyfunc`` needs to save or log the policy exported into ``folder``."""
-    io = export_policy(policy, observation_spec, folder)
-    return {
-        "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
-        "artifacts": {"program": str(Path(folder, PROGRAM_FILE)), "io": str(Path(folder, IO_FILE))},
-        "signature": _policy_signature(io),
-        "input_example": _policy_input_example(io),
-        # passed explicitly: inferring them costs seconds
-        "pip_requirements": [
-            f"mlflow=={mlflow.__version__}",
-            f"torch=={torch.__version__.split('+')[0]}",
-            f"numpy=={np.__version__}",
-        ],
-    }
-
-
-def save_policy_model(policy: Policy, observation_spec: Spec, path: str | Path) -> None:
-    """Save ``policy`` as an MLflow model in folder ``path`` (see ``rl8lite/tracking/_pyfunc_policy.py``).
+def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
+    """Save ``policy`` as an MLflow model in folder ``path``.
 
     ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations (or a dict of them) to actions. Loading needs torch, numpy and
-    mlflow, not rl8lite.
+    observations (a dict of them for dict observations) to actions; loading needs torch,
+    numpy and mlflow, not rl8lite.
 
     Raises:
-        ExportError: ``torch.export`` could not export the policy's model.
+        ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.examples import CartPole
+        >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
+        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
+        >>> model.predict(np.zeros((3, 4))).shape
+        (3, 1)
     """
     with tempfile.TemporaryDirectory() as tmp:
         mlflow.pyfunc.save_model(str(path), **_model_arguments(policy, observation_spec, tmp))
@@ -51,50 +44,59 @@ def save_policy_model(policy: Policy, observation_spec: Spec, path: str | Path) 
 
 def log_policy_model(
     run_id: str,
-    policy: Policy,
+    policy: Any,
     observation_spec: Spec,
     *,
     name: str,
     step: int,
     registered_model_name: str | None = None,
 ) -> Any:
-    """Log ``policy`` as an MLflow 3 LoggedModel of run ``run_id`` (MLflow's current store);
-    return its ``ModelInfo``.
+    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store); return
+    its ``ModelInfo``.
 
-    The model is listed in the run's Models tab and the experiment's Models view, the
-    run's metrics at ``step`` are linked to it, and with ``registered_model_name`` it
-    becomes a new version of that registered model. ``runs:/<run id>/<name>`` and
-    ``models:/<model id>`` both load it.
+    The run's metrics at ``step`` are linked to it; with ``registered_model_name`` it becomes
+    a new version of that registered model. ``runs:/<run id>/<name>`` and ``models:/<model
+    id>`` load it.
 
     Raises:
-        ExportError: ``torch.export`` could not export the policy's model.
+        ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
     """
-    from mlflow.models import Model
-
     with tempfile.TemporaryDirectory() as tmp:
-        return Model.log(
-            artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, step=step,
-            registered_model_name=registered_model_name, **_model_arguments(policy, observation_spec, tmp),
-        )
+        return Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id,
+                         step=step, registered_model_name=registered_model_name,
+                         **_model_arguments(policy, observation_spec, tmp))
 
 
-def _policy_input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
-    example = {spec["name"]: np.zeros((2, *spec["shape"]), dtype=spec["dtype"]) for spec in io["inputs"]}
+def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
+    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder``."""
+    io = export_policy(policy, observation_spec, folder)
+    return {
+        "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
+        "artifacts": {"program": str(Path(folder, PROGRAM_FILE)), "io": str(Path(folder, IO_FILE))},
+        "signature": _signature(io),
+        "input_example": _input_example(io),
+        # explicit: inferring them costs seconds
+        "pip_requirements": [f"mlflow=={mlflow.__version__}", f"numpy=={np.__version__}",
+                             f"torch=={torch.__version__.split('+')[0]}"],
+    }
+
+
+def _input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
+    example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in io["inputs"]}
     return example if io["named_inputs"] else next(iter(example.values()))
 
 
-def _policy_signature(io: dict[str, Any]) -> ModelSignature:
+def _signature(io: dict[str, Any]) -> ModelSignature:
+    """The outputs and params; no inputs, which ``_pyfunc_policy.py`` checks and casts itself
+    (MLflow's check refuses any dtype but the declared one, e.g. numpy's float64)."""
+
     def tensor(spec: dict[str, Any], name: str | None) -> TensorSpec:
         return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
 
-    inputs = [tensor(spec, spec["name"] if io["named_inputs"] else None) for spec in io["inputs"]]
     if io["recurrent"]:
-        actions_name, state_name = io["output_names"]
-        outputs = [tensor(io["actions"], actions_name), tensor(io["inputs"][-1], state_name)]
+        actions, state = io["output_names"]
+        outputs = [tensor(io["actions"], actions), tensor(io["inputs"][-1], state)]
     else:
         outputs = [tensor(io["actions"], None)]
-    return ModelSignature(
-        inputs=Schema(inputs),
-        outputs=Schema(outputs),
-        params=ParamSchema([ParamSpec("deterministic", "boolean", True)]),
-    )
+    return ModelSignature(outputs=Schema(outputs),
+                          params=ParamSchema([ParamSpec("deterministic", "boolean", True)]))

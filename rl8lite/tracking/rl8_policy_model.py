@@ -1,10 +1,8 @@
-"""rl8's MLflow models of a pickled policy (what :meth:`rl8lite.policies.Policy.save` returns).
+"""rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns one).
 
-rl8 saved a policy by cloud-pickling it and served it with a small ``PythonModel``
-that samples it deterministically and answers with a pandas DataFrame (one row per
-``B * T`` input step: actions, log-probabilities, values). These are kept for rl8
-code that uses them; the recommended saved policy is the ``torch.export`` program
-(:mod:`rl8lite.tracking.export`), which needs neither rl8lite nor pickles to load.
+They sample the policy deterministically and answer with a pandas DataFrame, one row per
+``B * T`` input step (actions, log-probabilities, values). :func:`~.policy_model.save_policy_model`
+saves a policy that loads without rl8lite or pickles.
 
 Examples:
     >>> import tempfile
@@ -39,8 +37,12 @@ from ..specs import Composite, Spec
 
 __all__ = ["MLflowPolicyModel", "MLflowRecurrentPolicyModel", "pickle_policy", "td2df"]
 
+_COLUMNS = (DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES)
 
-def pickle_policy(policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False) -> PythonModel:
+
+def pickle_policy(
+    policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False
+) -> PythonModel:
     """Cloud-pickle ``policy`` to ``path``; the MLflow model that serves it."""
     with open(path, "wb") as f:
         cloudpickle.dump(policy, f)
@@ -54,11 +56,14 @@ def td2df(td: TensorDict) -> pd.DataFrame:
 
 def _batch(model_input: Any, spec: Spec, device: Any) -> TensorDict:
     """rl8's model input ``{"obs": [B, T, ...] arrays}`` as a TensorDict ``[B, T]``."""
-    obs = model_input[DataKeys.OBS] if isinstance(model_input, dict) and DataKeys.OBS in model_input else model_input
-    value = _tensors(obs, spec, device)
-    leaf = value if isinstance(value, torch.Tensor) else next(iter(value.values(include_nested=True, leaves_only=True)))
+    has_obs = isinstance(model_input, dict) and DataKeys.OBS in model_input
+    value = _tensors(model_input[DataKeys.OBS] if has_obs else model_input, spec, device)
+    leaf = value if isinstance(value, torch.Tensor) else next(iter(value.values(True, True)))
     if leaf.dim() < 3:
-        raise ValueError(f"the policy's input arrays must be [B, T, ...] (at least 3-D), received {list(leaf.shape)}")
+        raise ValueError(
+            f"the policy's input arrays must be [B, T, ...] (at least 3-D), received"
+            f" {list(leaf.shape)}"
+        )
     return TensorDict({DataKeys.OBS: value}, batch_size=leaf.shape[:2], device=device)
 
 
@@ -71,7 +76,7 @@ def _tensors(value: Any, spec: Spec, device: Any) -> torch.Tensor | TensorDict:
 
 
 class MLflowPolicyModel(PythonModel):
-    """rl8's MLflow model of a feedforward policy pickled by :meth:`~rl8lite.policies.Policy.save`."""
+    """rl8's MLflow model of a feedforward policy (:meth:`~rl8lite.policies.Policy.save`)."""
 
     def load_context(self, context: PythonModelContext) -> None:
         with open(context.artifacts["policy"], "rb") as f:
@@ -83,15 +88,15 @@ class MLflowPolicyModel(PythonModel):
         """Deterministic actions, their log-probabilities and the values at every step of
         ``model_input["obs"]`` (``[B, T, ...]``): ``B * T`` rows."""
         batch = _batch(model_input, self.policy.observation_spec, self.policy.device)
-        out = self.policy.sample(batch, kind="all", deterministic=True, return_logp=True, return_values=True)
-        return td2df(out.select(DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES))
+        out = self.policy.sample(batch, kind="all", deterministic=True, return_logp=True,
+                                 return_values=True)
+        return td2df(out.select(*_COLUMNS))
 
 
 class MLflowRecurrentPolicyModel(PythonModel):
-    """rl8's MLflow model of a recurrent policy pickled by
-    :meth:`~rl8lite.policies.RecurrentPolicy.save`: it answers with the outputs at every
-    step and the states after the last, one column per part of the model's ``state_spec``
-    (``hidden_states`` and ``cell_states`` for the default LSTM)."""
+    """rl8's MLflow model of a recurrent policy (:meth:`~rl8lite.policies.RecurrentPolicy.save`):
+    the outputs at every step, and the states after the last, a column per part of the
+    model's ``state_spec`` (``hidden_states`` and ``cell_states`` for the default LSTM)."""
 
     def load_context(self, context: PythonModelContext) -> None:
         with open(context.artifacts["policy"], "rb") as f:
@@ -111,12 +116,14 @@ class MLflowRecurrentPolicyModel(PythonModel):
             else:
                 states = torch.as_tensor(np.asarray(raw), dtype=torch.float32, device=policy.device)
                 states = states.reshape(batch.batch_size[0], -1)
-        out, next_states = policy.sample(batch, states, deterministic=True, return_logp=True, return_values=True)
-        return [td2df(out.select(DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES)), td2df(_named_states(policy, next_states))]
+        out, next_states = policy.sample(batch, states, deterministic=True, return_logp=True,
+                                         return_values=True)
+        return [td2df(out.select(*_COLUMNS)), td2df(_named_states(policy, next_states))]
 
 
 def _named_states(policy: Any, states: torch.Tensor) -> TensorDict:
-    """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one ``"states"`` column)."""
+    """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one
+    ``"states"`` column)."""
     spec = policy.state_spec
     rows = states.shape[0]
     if not isinstance(spec, Composite):

@@ -18,11 +18,12 @@ MAX_WIDTH = 640
 
 
 def check_frame(frame: object, where: str) -> np.ndarray:
-    """``frame`` as an RGB ``uint8`` array ``[H, W, 3]``; anything else is a ``ValueError`` naming ``where``."""
+    """``frame`` as an RGB ``uint8`` array ``[H, W, 3]``, else a ``ValueError`` naming ``where``."""
     array = np.asarray(frame)
     if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
         raise ValueError(
-            f"{where} must return an RGB uint8 array [H, W, 3], received {array.dtype} of shape {list(array.shape)}"
+            f"{where} must return an RGB uint8 array [H, W, 3], received {array.dtype} of shape"
+            f" {list(array.shape)}"
         )
     return array
 
@@ -45,7 +46,7 @@ def mp4_available() -> bool:
 
 
 def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) -> Path:
-    """Write ``frames`` to ``<stem>.mp4`` (H.264) or, without PyAV, ``<stem>.gif``; return the file."""
+    """Write ``frames`` to ``<stem>.mp4`` (H.264), or ``<stem>.gif`` without PyAV; return it."""
     if not frames:
         raise ValueError("no frames to encode")
     scaled = [downscale(frame) for frame in frames]
