@@ -78,11 +78,9 @@ class Policy(nn.Module):
         if model is not None and model_cls is not None:
             raise ValueError("`model` and `model_cls` are mutually exclusive: pass one or the other")
         distribution_cls = distribution_cls or default_distribution_cls(action_spec)
-        if model is None:
-            if model_cls is None:
-                model_cls = self.default_model_cls
-                model_config = {"num_features": distribution_cls.num_inputs(action_spec),
-                                "gaussian": issubclass(distribution_cls, Normal), **(model_config or {})}
+        if model is None and model_cls is None:
+            model = default_model(self.default_model_cls, observation_spec, action_spec, distribution_cls, model_config)
+        elif model is None:
             model = model_cls(observation_spec, action_spec, **(model_config or {}))
         self.model = model
         self.distribution_cls = distribution_cls
@@ -320,16 +318,22 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
         model.train(was)
 
 
+def default_model(model_cls: type[Model], observation_spec: Spec, action_spec: Spec,
+                  distribution_cls: type[Distribution], model_config: dict[str, Any] | None) -> Model:
+    """``model_cls`` sized for ``distribution_cls``'s features (``num_features``, ``gaussian``)."""
+    return model_cls(observation_spec, action_spec, num_features=distribution_cls.num_inputs(action_spec),
+                     gaussian=issubclass(distribution_cls, Normal), **(model_config or {}))
+
+
 def build_policy(observation_spec: Spec, action_spec: Spec, config: Any, default_model_cls: type[Model], *,
                  device: Device = "cpu") -> Policy:
     """The policy a config describes (``model``, or ``model_cls`` and ``model_config``, or
     ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent model."""
     model = config.model
     if model is None and config.model_cls is None:
-        policy_cls = RecurrentPolicy if issubclass(default_model_cls, RecurrentModel) else Policy
-        return policy_cls(observation_spec, action_spec, model_config=config.model_config,
-                          distribution_cls=config.distribution_cls, device=device)
-    if model is None:
+        distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
+        model = default_model(default_model_cls, observation_spec, action_spec, distribution_cls, config.model_config)
+    elif model is None:
         model = config.model_cls(observation_spec, action_spec, **(config.model_config or {}))
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
     return policy_cls(observation_spec, action_spec, model=model, distribution_cls=config.distribution_cls,

@@ -89,12 +89,15 @@ class MemoryTracker:
     """A tracker that keeps everything in memory (for tests that do not exercise MLflow)."""
 
     resumed = False
+    run_id: str | None = None
+    tracking_uri: str | None = None
 
     def __init__(self, checkpoint_dir: str | None = None) -> None:
         from pathlib import Path
 
         self.params: dict[str, Any] = {}
         self.metrics: list[tuple[int, dict[str, float]]] = []
+        self.artifacts: list[tuple[str, str | None]] = []
         self.status = "RUNNING"
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
 
@@ -104,7 +107,14 @@ class MemoryTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.metrics.append((step, dict(metrics)))
 
-    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy") -> str:
+    def log_artifact(self, path: Any, artifact_path: str | None = None) -> None:
+        self.artifacts.append((str(path), artifact_path))
+
+    def log_image(self, image: Any, *, key: str, step: int) -> None:
+        pass
+
+    def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
+                   registered_model_name: str | None = None) -> str:
         return f"memory://{name}"
 
     def flush(self) -> None:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl8lite.algorithms.advantages import (
-    discounted_return_trace,
-    episode_statistics,
-    generalized_advantage_estimate,
-    normalize,
-)
+from rl8lite.algorithms.statistics import discounted_return_trace, episode_returns
+from rl8lite.nn.ppo import SLICE_ELEMENTS, normalize
+from rl8lite.nn.ppo import gae as generalized_advantage_estimate
 
 
 def reference_gae(rewards, values, terminated, truncated, final_values, gamma, lam):
@@ -72,17 +69,10 @@ def test_truncated_bootstraps_from_the_final_value_by_hand() -> None:
     torch.testing.assert_close(adv, torch.tensor([[2.0, 4.0, 0.0]]))
 
 
-@pytest.mark.parametrize("slice_elements", [None, 13, 40])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_gae_matches_a_reference_loop_on_random_episodes(
-    seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import rl8lite.algorithms.advantages as adv_module
-
-    if slice_elements is not None:  # 1 and 3 copies per slice
-        monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
+@pytest.mark.parametrize(("n", "seed"), [(7, 0), (7, 1), (SLICE_ELEMENTS // 13 + 3, 2)])  # one slice; two
+def test_gae_matches_a_reference_loop_on_random_episodes(n: int, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
-    n, t = 7, 13
+    t = 13
     rewards = torch.randn(n, t, generator=g)
     values = torch.randn(n, t + 1, generator=g)
     terminated = torch.rand(n, t, generator=g) < 0.15
@@ -100,12 +90,7 @@ def test_gae_matches_a_reference_loop_on_random_episodes(
     torch.testing.assert_close(ret, adv + values[:, :-1])
 
 
-@pytest.mark.parametrize("trace_by_matrix", [True, False])
-def test_gae_and_trace_write_into_given_views(trace_by_matrix: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rl8lite.algorithms.advantages as adv_module
-
-    if not trace_by_matrix:
-        monkeypatch.setattr(adv_module, "_MAX_TRACE_MATRIX", 0)
+def test_gae_and_trace_write_into_given_views() -> None:
     g = torch.Generator().manual_seed(4)
     rewards, values = torch.randn(3, 5, generator=g), torch.randn(3, 6, generator=g)
     ends = torch.rand(3, 5, generator=g) < 0.3
@@ -121,7 +106,6 @@ def test_gae_and_trace_write_into_given_views(trace_by_matrix: bool, monkeypatch
     trace_view = torch.zeros(3, 6)[:, 1:]
     trace = discounted_return_trace(rewards, torch.ones(3), gamma=0.9, episode_ends=ends, out=trace_view)
     assert trace.data_ptr() == trace_view.data_ptr()
-    monkeypatch.undo()
     torch.testing.assert_close(trace, discounted_return_trace(rewards, torch.ones(3), gamma=0.9, episode_ends=ends))
 
 
@@ -162,46 +146,37 @@ def reference_episodes(rewards, ends, carry_ret, carry_len):
     return returns, lengths, new_ret, new_len
 
 
-@pytest.mark.parametrize("slice_elements", [None, 20, 80])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_episode_statistics_match_a_reference_loop(
-    seed: int, slice_elements: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import rl8lite.algorithms.advantages as adv_module
-
-    if slice_elements is not None:  # 1 and 4 copies per slice (the last one shorter)
-        monkeypatch.setattr(adv_module, "_SLICE_ELEMENTS", slice_elements)
+@pytest.mark.parametrize(("n", "seed"), [(6, 0), (6, 1), (SLICE_ELEMENTS // 20 + 5, 2)])  # one slice; two
+def test_episode_returns_match_a_reference_loop(n: int, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
-    n, t = 6, 20
+    t = 20
     rewards = torch.randn(n, t, generator=g)
     ends = torch.rand(n, t, generator=g) < 0.2
     carry_ret = torch.randn(n, generator=g)
     carry_len = torch.randint(0, 50, (n,), generator=g)
-    stats = episode_statistics(rewards, ends, carry_ret, carry_len)
-    returns, lengths, new_ret, new_len = reference_episodes(
+    returns, lengths = episode_returns(rewards, ends, carry_ret, carry_len)
+    want_returns, want_lengths, new_ret, new_len = reference_episodes(
         rewards.tolist(), ends.tolist(), carry_ret.tolist(), carry_len.tolist()
     )
-    assert int(stats["count"]) == len(returns)
-    assert float(stats["return_sum"]) == pytest.approx(sum(returns), abs=1e-4)
-    assert float(stats["return_min"]) == pytest.approx(min(returns), abs=1e-5)
-    assert float(stats["return_max"]) == pytest.approx(max(returns), abs=1e-5)
-    assert int(stats["length_sum"]) == sum(lengths)
-    torch.testing.assert_close(stats["carry_return"], torch.tensor(new_ret), atol=1e-4, rtol=0)
-    assert stats["carry_length"].tolist() == new_len
+    # the episodes that ended, in the order they ended in each copy, and each copy's carry
+    assert returns[ends].tolist() == pytest.approx(want_returns, abs=1e-4)
+    assert lengths[ends].tolist() == want_lengths
+    running = ~ends[:, -1]
+    torch.testing.assert_close((returns[:, -1] * running).float(), torch.tensor(new_ret), atol=1e-4, rtol=0)
+    assert (lengths[:, -1] * running).long().tolist() == new_len
 
 
 @pytest.mark.parametrize("with_ends", [False, True])
-def test_discounted_trace_matrix_path_equals_the_loop(with_ends: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rl8lite.algorithms.advantages as adv
-
+def test_the_trace_of_a_large_batch_is_that_of_its_rows(with_ends: bool) -> None:
+    # small batches take one batched product, large ones a loop over time: the same sums
     g = torch.Generator().manual_seed(3)
-    rewards = torch.randn(5, 17, generator=g, dtype=torch.float64)
-    initial = torch.randn(5, generator=g, dtype=torch.float64)
-    ends = (torch.rand(5, 17, generator=g) < 0.2) if with_ends else None
-    fast = adv.discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
-    monkeypatch.setattr(adv, "_MAX_TRACE_MATRIX", 0)  # force the T-step loop
-    slow = adv.discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
-    torch.testing.assert_close(fast, slow)
+    rewards = torch.randn(400, 17, generator=g, dtype=torch.float64)
+    initial = torch.randn(400, generator=g, dtype=torch.float64)
+    ends = (torch.rand(400, 17, generator=g) < 0.2) if with_ends else None
+    whole = discounted_return_trace(rewards, initial, gamma=0.9, episode_ends=ends)
+    rows = [discounted_return_trace(rewards[i : i + 5], initial[i : i + 5], gamma=0.9,
+                                    episode_ends=None if ends is None else ends[i : i + 5]) for i in range(0, 400, 5)]
+    torch.testing.assert_close(whole, torch.cat(rows))
 
 
 def test_gae_promotes_to_a_floating_dtype() -> None:

@@ -16,7 +16,7 @@ from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
 from rl8lite.specs import Bounded, Unbounded
 from rl8lite.specs import Categorical as CategoricalSpec
-from rl8lite.algorithms.update_batch import flat_rows
+from rl8lite.algorithms.buffer import flat_rows, index_dtype
 
 from .helpers import EpisodicCounter, MaskedChoice
 
@@ -286,7 +286,7 @@ def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool,
     algo.collect()
     steps = algo.seq_len
     units = torch.randperm(n * horizon // steps, dtype=index_dtype)
-    assert algo.update.index_dtype is torch.int32
+    assert index_dtype(n * (horizon + 1)) is torch.int32  # the update's unit indices
     for key in (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.VALUES):
         entry = algo.buffer[key]
         expected = entry[:, :horizon].reshape(n * horizon // steps, steps, *entry.shape[2:])[units]

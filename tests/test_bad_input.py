@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl8lite import Algorithm, AlgorithmConfig, ConfigError, Trainer
-from rl8lite.algorithms.checks import EnvOutputError, NonFiniteError
+from rl8lite.algorithms.rollout import EnvOutputError, NonFiniteError
 from rl8lite.env import DiscreteDummyEnv, EnvConfigError
 from rl8lite.examples import CartPole
 
@@ -75,8 +75,11 @@ def test_invalid_hyperparameters_name_the_field(field: str, value, message: str)
         AlgorithmConfig(**kwargs).validate()
 
 
-def test_unknown_config_field_lists_the_valid_ones() -> None:
-    with pytest.raises(TypeError, match=r"Unknown AlgorithmConfig field\(s\) \['lerning_rate'\]; valid fields: .*'gamma'"):
+def test_unknown_config_field_names_the_closest_valid_ones_first() -> None:
+    with pytest.raises(TypeError, match=r"unknown AlgorithmConfig field\(s\): 'num_env' \(did you mean 'num_envs'\?\); valid"
+                                        r" fields: num_envs, .*gamma"):
+        Algorithm(DiscreteDummyEnv, num_env=8)
+    with pytest.raises(TypeError, match=r"'lerning_rate'; valid fields: .*gamma"):
         Algorithm(DiscreteDummyEnv, lerning_rate=1e-3)
 
 
@@ -88,12 +91,11 @@ def test_model_and_model_cls_are_exclusive() -> None:
 @pytest.mark.parametrize(("env_cls", "received"), [
     ("CartPole", r"received 'CartPole' \(str\)"),
     (dict, r"received the class builtins.dict, which is not an Env subclass"),
-    (CartPole(2), r"received an instance of CartPole: pass the class"),
 ])
-def test_an_env_cls_that_is_not_an_env_class_is_named(env_cls, received: str) -> None:
-    with pytest.raises(TypeError, match=r"env_cls must be a subclass of rl8lite.Env .*; " + received):
+def test_an_env_that_is_not_an_env_class_or_instance_is_named(env_cls, received: str) -> None:
+    with pytest.raises(TypeError, match=r"env must be an rl8lite.Env subclass or instance .*; " + received):
         Algorithm(env_cls)
-    with pytest.raises(TypeError, match="env_cls must be a subclass of rl8lite.Env"):
+    with pytest.raises(TypeError, match="env must be an rl8lite.Env subclass or instance"):
         AlgorithmConfig(num_envs=2).build(env_cls)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl8lite.algorithms.gradients import clip_grads_to_norm_, total_grad_norm
+from rl8lite.algorithms.update import clip_grads_to_norm_, total_grad_norm
 
 
 def _params(dtypes: list[torch.dtype], scale: float) -> list[torch.nn.Parameter]:

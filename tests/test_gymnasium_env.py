@@ -17,7 +17,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium import spaces
 
 from rl8lite import Algorithm, TrainConfig, Trainer
-from rl8lite.algorithms.checks import check_step_output
+from rl8lite.algorithms.rollout import check_step_output
 from rl8lite.env import EnvConfigError, env_reference, gymnasium_env, import_env_class
 from rl8lite.env.gymnasium_spaces import (
     UnsupportedSpaceError,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rl8lite import AlgorithmConfig, ConfigError
-from rl8lite.algorithms.losses import ppo_losses
+from rl8lite.nn.ppo import ppo_loss as ppo_losses
 
 
 def call(**overrides):

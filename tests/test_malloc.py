@@ -1,4 +1,4 @@
-"""The process-wide malloc settings CPU training applies (rl8lite.runtime.malloc)."""
+"""The process-wide malloc settings CPU training applies when asked (``tune_malloc``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import rl8lite.algorithms.algorithm
 from rl8lite import Algorithm
-from rl8lite.runtime import malloc
+from rl8lite.runtime import memory as malloc
 from rl8lite.env import DiscreteDummyEnv
 
 # A child process: page faults of an allocate-and-free loop of 2 MiB blocks, with
@@ -21,7 +21,7 @@ from rl8lite.env import DiscreteDummyEnv
 CHILD = """
 import resource, sys
 import torch
-from rl8lite.runtime import malloc
+from rl8lite.runtime import memory as malloc
 if sys.argv[1] == "1":
     assert malloc.keep_freed_memory()
     assert malloc.keep_freed_memory()  # idempotent
@@ -53,7 +53,6 @@ def test_settings_stop_the_allocate_free_page_faults() -> None:
                     ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072")]
 )
 def test_user_malloc_settings_in_the_environment_win(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(malloc, "_applied", False)
     for other in malloc.user_malloc_settings():
         monkeypatch.delenv(other)
     monkeypatch.setenv(name, value)
@@ -64,9 +63,10 @@ def test_user_malloc_settings_in_the_environment_win(name: str, value: str, monk
     assert malloc.user_malloc_settings() == []
 
 
-@pytest.mark.parametrize("tune_malloc", [True, False])
-def test_cpu_algorithms_apply_it_unless_told_not_to(tune_malloc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("tune_malloc", [True, False, None])
+def test_cpu_algorithms_apply_it_only_when_asked(tune_malloc: bool | None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
     monkeypatch.setattr(rl8lite.algorithms.algorithm, "keep_freed_memory", lambda: calls.append(True) or True)
-    Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, device="cpu", tune_malloc=tune_malloc)
-    assert calls == ([True] if tune_malloc else [])
+    options = {} if tune_malloc is None else {"tune_malloc": tune_malloc}
+    Algorithm(DiscreteDummyEnv, num_envs=2, horizon=2, device="cpu", **options)
+    assert calls == ([True] if tune_malloc else [])  # a library sets no process-wide state by default

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 import torch
 
-from rl8lite.algorithms.buffer import allocate_buffer
+from rl8lite.algorithms.buffer import UPDATE_KEYS, UpdateBatch, allocate_buffer, flat_rows
+from rl8lite.algorithms.carries import Feedforward
 from rl8lite.algorithms.config import AlgorithmConfig
-from rl8lite.algorithms.losses import ppo_losses
-from rl8lite.algorithms.recurrence import Feedforward
 from rl8lite.algorithms.rollout import Rollout
 from rl8lite.algorithms.statistics import CollectStatistics
 from rl8lite.algorithms.update import PPOUpdate
-from rl8lite.algorithms.update_batch import UPDATE_KEYS, UpdateBatch, flat_rows
 from rl8lite.data import DataKeys
+from rl8lite.distributions import Categorical as CategoricalDistribution
+from rl8lite.nn.ppo import ppo_loss as ppo_losses
+from rl8lite.policies import Policy
 from rl8lite.specs import Categorical, Unbounded
 
 from .helpers import EpisodicCounter
@@ -100,8 +102,9 @@ def test_collect_statistics_carry_episodes_across_collects() -> None:
     buffer[DataKeys.TERMINATED].zero_()
     buffer[DataKeys.TERMINATED][1, 0, 0] = True
     second = stats.of_collect(buffer, episodic=True)
-    assert second["episodes/count"] == 1 and second["episodes/return_mean"] == 15.0 + 4.0
-    assert second["episodes/length_mean"] == 4.0
+    # the mean of the completed episodes so far: 3 (2 steps), then 15 + 4 (4 steps)
+    assert second["episodes/count"] == 1 and second["episodes/return_mean"] == (3.0 + 19.0) / 2
+    assert second["episodes/length_mean"] == 3.0 and second["episodes/return_max"] == 19.0
     stats.restart()
     assert stats.episode_return.tolist() == [0.0, 0.0] and stats.discounted_return.tolist() == [0.0, 0.0]
 
@@ -133,10 +136,7 @@ def filled_batch(policy, horizon: int, num_envs: int) -> tuple[Any, UpdateBatch]
 
 @pytest.mark.parametrize("chunk", [None, 3])
 def test_one_update_step_is_sgd_on_the_ppo_loss_of_every_sample(chunk: int | None) -> None:
-    from rl8lite.algorithms.policy import Policy
-    from rl8lite.distributions import Categorical as CategoricalDistribution
-
-    policy = Policy(Linear1(), CategoricalDistribution, Categorical(2, shape=[1]))
+    policy = Policy(Unbounded(1), Categorical(2, shape=[1]), model=Linear1(), distribution_cls=CategoricalDistribution)
     recurrence, batch = filled_batch(policy, horizon=4, num_envs=3)
     expected = {k: v.detach().clone() for k, v in policy.named_parameters()}
     # the reference: one SGD step on the loss of all 12 samples, computed here by hand
@@ -170,3 +170,21 @@ def test_update_rows_skip_the_bootstrap_column() -> None:
     batch = UpdateBatch(rows={k: flat_rows(buffer[k]) for k in UPDATE_KEYS}, units={},
                         unit_rows=lambda u: u + u // 3)
     assert rows[batch.unit_rows(torch.arange(6)), 0].tolist() == [0, 1, 2, 4, 5, 6]
+
+
+def test_episode_means_cover_the_last_completed_episodes_and_never_go_blank_again() -> None:
+    buffer = small_buffer(2, 3)
+    stats = CollectStatistics(2, gamma=0.5, normalize_rewards=False, device=torch.device("cpu"), window=3)
+    buffer[DataKeys.REWARDS][:, :3, 0] = 1.0
+    first = stats.of_collect(buffer, episodic=True)  # no episode has ended yet
+    assert first["episodes/count"] == 0 and math.isnan(first["episodes/return_mean"])
+    buffer[DataKeys.TERMINATED][0, 1, 0] = True  # copy 0: 5 steps (3 carried), return 5
+    second = stats.of_collect(buffer, episodic=True)
+    assert second["episodes/return_mean"] == 5.0 and second["episodes/length_mean"] == 5.0
+    buffer[DataKeys.TERMINATED].zero_()
+    third = stats.of_collect(buffer, episodic=True)  # none ended: the last ones still stand
+    assert third["episodes/count"] == 0 and third["episodes/return_mean"] == 5.0
+    buffer[DataKeys.TERMINATED][:, :3, 0] = True  # six one-step episodes (copy 1's first is 10 steps)
+    fourth = stats.of_collect(buffer, episodic=True)
+    assert fourth["episodes/count"] == 6
+    assert fourth["episodes/return_mean"] == 1.0 and fourth["episodes/return_max"] == 1.0  # the last 3

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from rl8lite.algorithms.reductions import extrema
+from rl8lite.algorithms.statistics import extrema
 
 
 def _largest_allocation(fn) -> int:

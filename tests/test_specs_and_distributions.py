@@ -150,7 +150,7 @@ def test_squashed_normal_sampling_logp_equals_the_recomputed_one_even_when_satur
 
 
 def test_mlp_forward_equals_plain_sequential_and_keeps_its_own_hooks() -> None:
-    from rl8lite.models.mlp import mlp
+    from rl8lite.models.default import mlp
 
     torch.manual_seed(0)
     fast = mlp(4, [16, 16], 3, "tanh", out_gain=0.01)
@@ -169,7 +169,7 @@ def test_mlp_forward_equals_plain_sequential_and_keeps_its_own_hooks() -> None:
 @pytest.mark.parametrize("rows", [8, 256])
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_gives_nn_linear_outputs_and_gradients_on_both_paths(rows: int, bias: bool) -> None:
-    from rl8lite.models.mlp import Linear
+    from rl8lite.models.default import Linear
 
     torch.manual_seed(0)
     plain = torch.nn.Linear(5, 64, bias=bias)
@@ -195,7 +195,7 @@ def test_linear_gives_nn_linear_outputs_and_gradients_on_both_paths(rows: int, b
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "elu"])
 def test_mlp_gradients_equal_a_plain_out_of_place_mlp(activation: str) -> None:
-    from rl8lite.models.mlp import mlp
+    from rl8lite.models.default import mlp
 
     torch.manual_seed(0)
     fast = mlp(5, [128, 128], 3, activation, out_gain=1.0)

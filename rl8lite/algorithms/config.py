@@ -258,7 +258,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
         alternatives = f" or {also}" if also else (" or None" if optional else "")
         raise error(f"{name} must be an int{alternatives}, received {value!r}")
     if minimum is not None and value < minimum:
-        raise error(f"{name} must be an int >= {minimum}{' or None' if optional else ''}, received {value!r}")
+        raise error(f"{name} must be >= {minimum}{' or None' if optional else ''}, received {value!r}")
 
 
 def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:

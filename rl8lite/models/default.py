@@ -71,8 +71,9 @@ class Linear(nn.Linear):
     the backward around; the copy is ``in * out`` floats. Same parameters, same math."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (x.device.type == "cpu" and self.in_features < self.out_features and x.dim() == 2
-                and x.shape[0] >= 64 and torch.is_grad_enabled() and self.weight.requires_grad):
+        # grad mode first: exports and collects (no autograd) never test the batch size
+        if (torch.is_grad_enabled() and self.weight.requires_grad and x.device.type == "cpu"
+                and self.in_features < self.out_features and x.dim() == 2 and x.shape[0] >= 64):
             weight_t = self.weight.t().contiguous()
             return x @ weight_t if self.bias is None else torch.addmm(self.bias, x, weight_t)
         return F.linear(x, self.weight, self.bias)

@@ -77,10 +77,10 @@ def keep_freed_memory() -> bool:
     or when the environment tunes malloc (:func:`user_malloc_settings`).
     """
     global _applied
-    if _applied:
-        return True
     if not sys.platform.startswith("linux") or user_malloc_settings():
         return False
+    if _applied:
+        return True
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (e.g. musl)
