@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TextIO
 
 from .algorithms import Algorithm, ConfigError
-from .algorithms.config import check_int
 from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
@@ -68,8 +67,9 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}") from None
-    check_int("the value", value, minimum=1, error=argparse.ArgumentTypeError)
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}")
     return value
 
 

@@ -16,7 +16,8 @@ from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
 from rl8lite.specs import Bounded, Unbounded
 from rl8lite.specs import Categorical as CategoricalSpec
-from rl8lite.algorithms.buffer import flat_rows, index_dtype
+from rl8lite.algorithms.buffer import flat_rows
+from rl8lite.algorithms.buffer import index_dtype as row_index_dtype
 
 from .helpers import EpisodicCounter, MaskedChoice
 
@@ -48,9 +49,15 @@ def test_horizons_per_env_reset(k: int, resets: list[int]) -> None:
     assert seen == resets
 
 
-def test_horizons_per_env_reset_defaults_to_fit_the_longest_episode() -> None:
-    assert Algorithm(CartPole, num_envs=2, horizon=32).horizons_per_env_reset == 16  # 500 / 32
-    assert Algorithm(DiscreteDummyEnv, num_envs=2).horizons_per_env_reset == 1
+def test_an_env_that_ends_episodes_is_reset_only_at_the_first_collect_by_default() -> None:
+    # it resets its own copies; periodic full resets would line every copy's episodes up
+    for env_cls in (CartPole, EpisodicCounter):  # declares max_episode_steps, or only reports ends
+        algo = Algorithm(env_cls, num_envs=2, horizon=4, seed=0)
+        resets = [algo.collect()["env/resets"] for _ in range(3)]
+        assert resets == [2, 0, 0] and algo.horizons_per_env_reset == -1
+    # rl8's infinite-horizon envs keep rl8's default: a reset every collect
+    algo = Algorithm(DiscreteDummyEnv, num_envs=2, horizon=4, seed=0)
+    assert [algo.collect()["env/resets"] for _ in range(2)] == [2, 2] and algo.horizons_per_env_reset == 1
 
 
 def test_episode_statistics_and_bootstrap_flags() -> None:
@@ -286,7 +293,7 @@ def test_update_chunks_read_the_samples_of_the_flattened_buffer(recurrent: bool,
     algo.collect()
     steps = algo.seq_len
     units = torch.randperm(n * horizon // steps, dtype=index_dtype)
-    assert index_dtype(n * (horizon + 1)) is torch.int32  # the update's unit indices
+    assert row_index_dtype(n * (horizon + 1)) is torch.int32  # the update's unit indices
     for key in (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.VALUES):
         entry = algo.buffer[key]
         expected = entry[:, :horizon].reshape(n * horizon // steps, steps, *entry.shape[2:])[units]

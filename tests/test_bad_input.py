@@ -13,9 +13,9 @@ from rl8lite.examples import CartPole
 from .helpers import MaskedChoice, bad_env
 
 INVALID = [
-    ("num_envs", 0, r"num_envs must be >= 1, received 0"),
-    ("num_envs", 2.5, r"num_envs must be an int, received 2.5"),
-    ("horizon", 0, r"horizon must be >= 1"),
+    ("num_envs", 0, r"num_envs must be an int >= 1, received 0"),
+    ("num_envs", 2.5, r"num_envs must be an int >= 1, received 2.5"),
+    ("horizon", 0, r"horizon must be an int >= 1"),
     ("horizons_per_env_reset", 0, r"horizons_per_env_reset must be > 0 .* or < 0"),
     ("gamma", 0.0, r"gamma must be in \(0.0, 1.0\]"),
     ("gamma", 1.5, r"gamma must be in \(0.0, 1.0\], received 1.5"),
@@ -32,13 +32,13 @@ INVALID = [
     ("entropy_coeff", float("inf"), r"entropy_coeff must be in \[0.0, inf\), received inf"),
     ("target_kl_div", 0.0, r"target_kl_div must be in \(0.0, inf\) or None"),
     ("max_grad_norm", -1.0, r"max_grad_norm must be in \(0.0, inf\) or None"),
-    ("num_sgd_iters", 0, r"num_sgd_iters must be >= 1"),
-    ("sgd_minibatch_size", 0, r"sgd_minibatch_size must be >= 1"),
+    ("num_sgd_iters", 0, r"num_sgd_iters must be an int >= 1"),
+    ("sgd_minibatch_size", 0, r"sgd_minibatch_size must be an int >= 1"),
     ("sgd_minibatch_size", 10_000, r"sgd_minibatch_size=10000 exceeds the buffer's num_envs \* horizon = 64"),
-    ("update_chunk_size", 0, r"update_chunk_size must be >= 1"),
-    ("update_chunk_size", "whole", r"update_chunk_size must be an int or \"auto\" or None, received 'whole'"),
-    ("collect_chunk_size", 0, r"collect_chunk_size must be >= 1"),
-    ("collect_chunk_size", "all", r"collect_chunk_size must be an int or \"auto\" or None, received 'all'"),
+    ("update_chunk_size", 0, r"update_chunk_size must be an int >= 1"),
+    ("update_chunk_size", "whole", r"update_chunk_size must be an int >= 1 or \"auto\" or None, received 'whole'"),
+    ("collect_chunk_size", 0, r"collect_chunk_size must be an int >= 1"),
+    ("collect_chunk_size", "all", r"collect_chunk_size must be an int >= 1 or \"auto\" or None, received 'all'"),
     ("accumulate_grads", True, r"accumulate_grads=True needs more than one minibatch"),
     ("normalize_rewards", "yes", r"normalize_rewards must be a bool"),
     ("optimizer_config", {"lr": -1.0}, r"optimizer_config\['lr'\] must be > 0"),
@@ -61,7 +61,7 @@ INVALID = [
     ("entropy_coeff_schedule", [(0, 0.1), (8, None)], r"entropy_coeff_schedule\[1\] = \(8, None\): the value must be"),
     ("lr_schedule", [(0, 0.1), (True, 0.2)], r"lr_schedule\[1\] = \(True, 0.2\): env_steps must be an int, received bool"),
     ("lr_schedule", [(0, 0.1), (8.5, 0.2)], r"lr_schedule\[1\] = \(8.5, 0.2\): env_steps must be an int, received float"),
-    ("seed", -1, r"seed must be >= 0"),
+    ("seed", -1, r"seed must be an int >= 0 or None, received -1"),
     ("device", "cuda:0" if not torch.cuda.is_available() else "tpu", r"device .*"),
 ]
 

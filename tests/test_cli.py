@@ -203,8 +203,6 @@ def test_bad_command_line_is_status_2(
     config = write(tmp_path, "config.yaml", CONFIG_YAML.replace("seed: 0", "horizons_per_env_reset: 2"))
     cases = {
         "no such config file": (["-f", str(tmp_path / "missing.yaml")], f"{tmp_path / 'missing.yaml'}: no such config file"),
-        "steps per eval": (["-f", str(config), "--steps-per-eval", "3"],
-                           "steps_per_eval=3 must be a multiple of horizons_per_env_reset=2"),
         "save folder taken": (["-f", str(config), "--save", str(tmp_path)],
                               f"--save {tmp_path}: already exists and is not an empty folder"),
     }
@@ -213,7 +211,7 @@ def test_bad_command_line_is_status_2(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("rl8lite: error: ") and message in err, err
     assert main(["train", "-f", str(config), "--max-steps", "0"]) == 2  # argparse: usage + error
-    assert "--max-steps: expected an int >= 1, received 0" in capsys.readouterr().err
+    assert "--max-env-steps/--max-steps: expected an int >= 1, received '0'" in capsys.readouterr().err
     assert main(["train"]) == 2 and "the following arguments are required: -f" in capsys.readouterr().err
     assert runs_of(client, experiment_name) == []
 
@@ -301,7 +299,7 @@ def test_train_config_in_python() -> None:
     with pytest.raises(TypeError, match=r"'num_env' \(did you mean 'num_envs'\?\)") as unknown:
         TrainConfig(DiscreteDummyEnv, {"num_env": 2})
     assert isinstance(unknown.value, UnknownFieldError)
-    with pytest.raises(ConfigError, match="horizon must be >= 1, received 0"):
+    with pytest.raises(ConfigError, match="horizon must be an int >= 1, received 0"):
         TrainConfig(DiscreteDummyEnv, {"horizon": 0})
     recurrent = TrainConfig(DiscreteDummyEnv, {"num_envs": 4, "horizon": 8, "seq_len": 4}, recurrent=True)
     assert recurrent.build_algorithm().policy.recurrent

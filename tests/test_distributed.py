@@ -88,7 +88,9 @@ def test_one_run_global_counts_and_an_exact_two_rank_resume(
     folder = Path(mlflow_store.removeprefix("sqlite:///")).parent / "checkpoints" / run.info.run_id
     checkpoint = folder / "checkpoint-000000000768.pt"  # step 3 of 5, both ranks' files
     assert checkpoint.is_file() and rank_file(checkpoint, 1).is_file()
-    assert [p.name for _, p in numbered_checkpoints(folder, 1)] == ["checkpoint-000000000768.rank1.pt"]
+    # every 3 steps, and when the run ends
+    assert [p.name for _, p in numbered_checkpoints(folder, 1)] == [
+        "checkpoint-000000000768.rank1.pt", "checkpoint-000000001280.rank1.pt"]
     resumed = torchrun(tmp_path, experiment_name, "resume", str(tmp_path / "resumed"), str(checkpoint))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     for rank in (0, 1):

@@ -87,16 +87,23 @@ def test_recording_leaves_training_exactly_as_without_it(experiment_name: str) -
         assert torch.equal(a, b)
 
 
-def test_run_records_every_n_steps_and_at_the_end(experiment_name: str, client: mlflow.MlflowClient) -> None:
+def test_run_films_copy_0_of_the_training_env_and_once_more_at_the_end(
+    experiment_name: str, client: mlflow.MlflowClient
+) -> None:
     trainer = cartpole_trainer(experiment_name, save_policy=False)
-    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 5)], steps_per_video=2)
-    videos = sorted(a.path for a in client.list_artifacts(trainer.tracker.run_id, "videos/rollout"))
-    assert [int(p.split("step_")[1].split(".")[0]) // 128 for p in videos] == [2, 4, 5]
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 6)], steps_per_video=2)
+    run_id = trainer.tracker.run_id
+    videos = sorted(int(a.path.split("step_")[1].split(".")[0]) for a in client.list_artifacts(run_id, "videos/training"))
+    # copy 0's next whole episode after step 2 (and after the step that logged it), then a last one at the end
+    assert len(videos) >= 2 and 2 * 128 < videos[0] < videos[-1] == 6 * 128
+    history = client.get_metric_history(run_id, "videos/training/length")
+    assert len(history) == len(videos) and all(m.value >= 1 for m in history)
+    trainer.close()
 
 
 def test_an_env_without_render_is_a_clear_error_and_only_a_warning_in_run() -> None:
     trainer = Trainer(Algorithm(DiscreteDummyEnv, num_envs=4, horizon=4), tracker=MemoryTracker(), progress=False)
-    with pytest.raises(NotImplementedError, match="DiscreteDummyEnv has no render\\(\\): record_video needs an RGB frame"):
+    with pytest.raises(NotImplementedError, match="DiscreteDummyEnv has no render\\(\\): videos need an RGB frame"):
         trainer.record_video()
     with pytest.warns(RuntimeWarning, match="no rollout videos: DiscreteDummyEnv has no render"):
         trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)], steps_per_video=1)

@@ -232,7 +232,7 @@ class Algorithm:
         """
         hp = self.hparams
         if collects is None:
-            max_steps = getattr(self.env, "max_episode_steps", None) or (hp.env_config or {}).get("max_episode_steps")
+            max_steps = (hp.env_config or {}).get("max_episode_steps") or getattr(self.env, "max_episode_steps", None)
             collects = math.ceil(max_steps / hp.horizon) if max_steps else 1
         restores = self.env.restores_state and not self._needs_reset
         saved_env = self.env.state_dict() if restores else None

@@ -250,15 +250,14 @@ _FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,
               also: str | None = None, error: type[Exception] = ConfigError) -> None:
-    """``value`` must be an int (not a bool) ``>= minimum`` (or ``None`` when ``optional``);
-    else ``error`` naming ``name``."""
+    """``value`` must be an int (not a bool) ``>= minimum``, or ``None`` when ``optional``; else
+    ``error``: ``"<name> must be an int >= <minimum> [or None], received <value>"``."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
         alternatives = f" or {also}" if also else (" or None" if optional else "")
-        raise error(f"{name} must be an int{alternatives}, received {value!r}")
-    if minimum is not None and value < minimum:
-        raise error(f"{name} must be >= {minimum}{' or None' if optional else ''}, received {value!r}")
+        raise error(f"{name} must be an int{bound}{alternatives}, received {value!r}")
 
 
 def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:

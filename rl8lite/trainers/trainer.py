@@ -78,6 +78,7 @@ class Trainer:
         self._model_checked = False
         self._last_report = (0.0, -1)
         self._filming: Filming | None = None
+        self._videos_failed = False
         self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
@@ -297,9 +298,6 @@ class Trainer:
         try:
             filming = film_instance(target, algorithm.policy, max_steps=max_steps, deterministic=deterministic,
                                     env_config=env_config)
-        except NotImplementedError as e:
-            raise NotImplementedError(f"{type(target).__name__} has no render(): videos need an RGB frame"
-                                      f" [H, W, 3] of copy 0 at every step ({e})") from None
         finally:
             if env is None:
                 if saved is not None:
@@ -309,7 +307,7 @@ class Trainer:
         return log_video(self.tracker, filming, name=name or "rollout", env_steps=self.state["env/steps"])
 
     def _film_next_episode(self) -> None:
-        if self._filming is None and self.ranks.is_main:
+        if self._filming is None and self.ranks.is_main and not self._videos_failed:
             self._filming = Filming(self.algorithm.env, 1000, from_next_episode=True)
             self.algorithm.rollout.observer = self._filming
 
@@ -317,14 +315,20 @@ class Trainer:
         filming = self._filming
         if filming is not None and filming.done:
             self._filming = self.algorithm.rollout.observer = None
-            self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
-                                                  env_steps=self.state["env/steps"]))
+            if filming.error is not None:
+                self._video_or_warn(lambda: _raise(filming.error))
+            else:
+                self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
+                                                      env_steps=self.state["env/steps"]))
 
     def _video_or_warn(self, film: Any) -> None:
+        """Film, or warn (once) that there will be no videos: training goes on."""
+        if self._videos_failed:
+            return
         try:
             film()
         except (NotImplementedError, ValueError) as e:  # no render(), or frames it cannot encode
-            self._filming = self.algorithm.rollout.observer = None
+            self._videos_failed = True
             warnings.warn(f"no rollout videos: {e}", RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ checkpoints
@@ -421,6 +425,10 @@ class Trainer:
             self.close("KILLED", message="KeyboardInterrupt")
         else:
             self.close("FAILED", message=f"{exc_type.__name__}: {exc}")
+
+
+def _raise(error: BaseException) -> NoReturn:
+    raise error
 
 
 def _exit_for(signum: int) -> NoReturn:

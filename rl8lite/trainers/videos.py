@@ -45,10 +45,21 @@ class Filming:
         self.frames: list[np.ndarray] = []
         self.episode_return = 0.0
         self.done = False
+        #: Why filming stopped without a video (no ``render()``, frames that are not RGB images).
+        self.error: Exception | None = None
 
     def start(self) -> None:
         self.waiting = False
-        self.frames.append(check_frame(self.env.render(), f"{type(self.env).__name__}.render()"))
+        self._frame()
+
+    def _frame(self) -> None:
+        try:
+            self.frames.append(check_frame(self.env.render(), f"{type(self.env).__name__}.render()"))
+        except (NotImplementedError, ValueError) as e:
+            name = type(self.env).__name__
+            self.error = NotImplementedError(f"{name} has no render(): videos need an RGB frame [H, W, 3] of copy 0"
+                                             f" at every step ({e})") if isinstance(e, NotImplementedError) else e
+            self.done = True
 
     def __call__(self, out: Any) -> None:
         if self.done:
@@ -61,8 +72,8 @@ class Filming:
             return
         self.episode_return += float(out[DataKeys.REWARDS][0, 0])
         if not ended:
-            self.frames.append(check_frame(self.env.render(), f"{type(self.env).__name__}.render()"))
-        self.done = ended or len(self.frames) >= self.max_steps
+            self._frame()
+        self.done = self.done or ended or len(self.frames) >= self.max_steps
 
 
 def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bool,
@@ -75,6 +86,8 @@ def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bo
         with torch.inference_mode():
             obs = env.reset(config=env_config)
             filming.start()
+            if filming.error is not None:
+                raise filming.error
             states = policy.init_states(env.num_envs) if policy.recurrent else None
             while not filming.done:
                 if states is not None:
