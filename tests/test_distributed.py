@@ -23,6 +23,8 @@ from . import distributed_job as job
 JOB = Path(__file__).with_name("distributed_job.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 def job_env(experiment: str) -> dict[str, str]:
     # The session's store (conftest): an existing SQLite db saves each job ~1.5 s of set-up.

@@ -27,6 +27,8 @@ from .gymnasium_envs import make_exploding, make_unbuildable_in_workers
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = torch.zeros(3, 1, dtype=torch.long)
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 def running(pids: list[int]) -> list[int]:
     """The pids that still name a process (a zombie, never reaped, counts)."""

@@ -18,25 +18,28 @@ from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..nn.ppo import gae
 from ..policies import Policy, build_policy
+from ..runtime.checkpoint_files import seed_everything
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import package_version, qualified_name
 from ..runtime.memory import device_memory, keep_freed_memory, optimizer_bytes, tensor_bytes
-from ..runtime.checkpoint_files import seed_everything
 from ..schedulers import EntropyScheduler, LRScheduler
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
-from .carries import Feedforward, Recurrence, Recurrent
 from .chunks import resolve_chunk_size
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
-from .graphs import GraphedRollout, GraphedSampling, GraphedStep, capturable_optimizer_kwargs, unsupported
+from .graphs import (
+    GraphedRollout,
+    GraphedSampling,
+    GraphedStep,
+    capturable_optimizer_kwargs,
+    graphs_unsupported,
+)
 from .rollout import Rollout, check_env, dry_run
 from .statistics import CollectStatistics, merge_collects
 from .update import PPOUpdate
-from .windowed import Windowed, plan_windows
+from .windowed import Windowed, carry_for
 
 _EPS = 1e-8
-#: Fields an env instance decides (its own value wins; a different explicit one is an error).
-_FROM_INSTANCE = ("num_envs", "horizon", "device")
 
 
 @dataclass
@@ -58,15 +61,11 @@ class AlgorithmState:
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    Composed of parts with one job each: the :attr:`rollout` (env steps into the buffer), the
-    :attr:`recurrence` (what the policy carries between steps: nothing, windows of past
-    observations, or a recurrent state), the :attr:`statistics` of each collect and the
-    :attr:`update` (SGD passes over the buffer). A recurrent model makes the algorithm
-    recurrent; :class:`RecurrentAlgorithm` is rl8's name for it.
-
-    Started by ``torchrun``, each process is one rank of a data-parallel job: ``num_envs``
-    copies of its own, parameters broadcast from rank 0, gradients and whole-batch statistics
-    over every rank, counts (``env/steps``) global.
+    Its parts: the :attr:`rollout` (env steps into the buffer), the :attr:`recurrence` (what the
+    policy carries between steps: nothing, windows of past observations or a recurrent state),
+    the :attr:`statistics` of each collect and the :attr:`update` (SGD passes over the buffer).
+    Under ``torchrun`` each process is one rank of a data-parallel job (``num_envs`` copies of
+    its own; gradients, whole-batch statistics and counts over every rank).
 
     Args:
         env: An :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
@@ -95,14 +94,15 @@ class Algorithm:
     hparams: AlgorithmConfig
     state: AlgorithmState
 
-    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None,
+                 **overrides: Any) -> None:
         check_env(env)
         config = (config or AlgorithmConfig()).replace(**overrides)
         instance = env if isinstance(env, Env) else None
         if instance is not None:
-            config = _config_for_instance(config, instance, overrides)
+            config = config.for_instance(instance, overrides)
         config.validate()
-        self.env_cls: type[Env] = type(env) if instance is not None else env  # type: ignore[assignment]
+        self.env_cls: type[Env] = type(env) if instance is not None else env  # type: ignore
         #: Whether the env was handed over as an instance (a checkpoint then needs it to resume).
         self.env_given = instance is not None
         #: This process's place among the training processes (one, without torchrun).
@@ -119,38 +119,48 @@ class Algorithm:
         self.hparams = hp = dataclasses.replace(config, device=str(self.device))
         if self.ranks.distributed:
             check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), self.env_cls)
+        env_config = {"config": dict(hp.env_config)} if hp.env_config else {}
         self.env = instance or self.env_cls(hp.num_envs, hp.horizon, device=self.device,
-                                            **({"config": dict(hp.env_config)} if hp.env_config else {}))
+                                            **env_config)
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
-            self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls, device=self.device)
+            self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls,
+                                       device=self.device)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         broadcast_module_(self.policy, self.ranks)
-        self.buffer = allocate_buffer(obs_spec, action_spec, num_envs=hp.num_envs, horizon=hp.horizon,
-                                      device=self.device, normalize_rewards=hp.normalize_rewards)
+        self.buffer = allocate_buffer(obs_spec, action_spec, num_envs=hp.num_envs,
+                                      horizon=hp.horizon, device=self.device,
+                                      normalize_rewards=hp.normalize_rewards)
         collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, self.policy)
-        self.recurrence = _carry_for(self.policy, hp, self.device, collect_chunk, self.buffer, obs_spec)
+        self.recurrence = carry_for(self.policy, hp, self.device, collect_chunk, self.buffer,
+                                    obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
-        whole = WholeBatch(self.ranks)
-        self.statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards,
-                                            device=self.device, whole=whole)
-        self.whole_batch = whole
-        graphs = self._graphs_unsupported(collect_chunk)
+        self.whole_batch = WholeBatch(self.ranks)
+        self.statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
+                                            normalize_rewards=hp.normalize_rewards,
+                                            whole=self.whole_batch)
+        graphs = graphs_unsupported(hp, self.device, self.policy.recurrent,
+                                    isinstance(self.recurrence, Windowed), self.ranks.distributed,
+                                    collect_chunk)
         kwargs = hp.optimizer_kwargs()
         if graphs is None:
             kwargs = capturable_optimizer_kwargs(kwargs, self.device)
         try:
             self.optimizer = hp.optimizer_cls(self.policy.parameters(), **kwargs)
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"cannot build {hp.optimizer_cls.__name__} from optimizer_config: {e}") from e
-        self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule, kind=hp.lr_schedule_kind)
-        self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
-                                                  kind=hp.entropy_coeff_schedule_kind)
+            name = hp.optimizer_cls.__name__
+            raise ConfigError(f"cannot build {name} from optimizer_config: {e}") from e
+        self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule,
+                                        kind=hp.lr_schedule_kind)
+        self.entropy_scheduler = EntropyScheduler(
+            hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
+            kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
-            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy), ranks=self.ranks,
+            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
+            ranks=self.ranks,
         )
         #: Why the collect and the update run eagerly on this device, or ``None``: CUDA graphs.
         self.graphs_off = graphs
@@ -163,22 +173,10 @@ class Algorithm:
         self.state = AlgorithmState()
         self._needs_reset = True
 
-    def _graphs_unsupported(self, collect_chunk: int | None) -> str | None:
-        hp = self.hparams
-        if hp.cuda_graphs is False:
-            return "cuda_graphs=False"
-        reason = unsupported(
-            self.device, recurrent=self.policy.recurrent, windowed=isinstance(self.recurrence, Windowed),
-            optimizer_cls=hp.optimizer_cls, amp=hp.enable_amp, distributed=self.ranks.distributed,
-            chunked=collect_chunk is not None,
-        )
-        if reason is not None and hp.cuda_graphs is True:
-            raise ConfigError(f"cuda_graphs=True, but the collect and update cannot be captured with {reason}")
-        return reason
-
     # ------------------------------------------------------------------ collect
     @shares_failures
-    def collect(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = False) -> dict[str, float]:
+    def collect(self, *, env_config: dict[str, Any] | None = None,
+                deterministic: bool = False) -> dict[str, float]:
         """Step the env ``horizon`` times, filling the buffer; return summary stats.
 
         The env is reset (with ``env_config``) at the first collect, after an evaluation that
@@ -201,7 +199,8 @@ class Algorithm:
                  statistics: CollectStatistics) -> dict[str, float]:
         start = time.perf_counter()
         with torch.inference_mode():
-            # --- first observation: a reset (restarting every carry), or where the last collect ended
+            # --- first observation: a reset (restarting every carry), or where the last collect
+            # ended
             obs = self.rollout.first_observation(reset=reset, env_config=env_config)
             if reset:
                 statistics.restart()
@@ -232,14 +231,16 @@ class Algorithm:
         """
         hp = self.hparams
         if collects is None:
-            max_steps = (hp.env_config or {}).get("max_episode_steps") or getattr(self.env, "max_episode_steps", None)
+            max_steps = ((hp.env_config or {}).get("max_episode_steps")
+                         or getattr(self.env, "max_episode_steps", None))
             collects = math.ceil(max_steps / hp.horizon) if max_steps else 1
         restores = self.env.restores_state and not self._needs_reset
         saved_env = self.env.state_dict() if restores else None
         config_key = self.rollout.env_config_key
         saved_buffer, saved_carry = self.buffer.clone(), self.recurrence.state_dict()
-        statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, normalize_rewards=hp.normalize_rewards,
-                                       device=self.device, whole=self.whole_batch, window=None)
+        statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
+                                       normalize_rewards=hp.normalize_rewards,
+                                       whole=self.whole_batch, window=None)
         try:
             results = [self._collect(env_config, deterministic, reset=i == 0, statistics=statistics)
                        for i in range(collects)]
@@ -258,23 +259,27 @@ class Algorithm:
     def step(self) -> dict[str, float]:
         """Update the policy from the buffered collect; return loss and monitor stats."""
         if not self.state.buffered:
-            raise RuntimeError(f"{type(self).__name__}.step needs a collect first: call collect() before step()")
+            raise RuntimeError(f"{type(self).__name__}.step needs a collect first: call collect()"
+                               " before step()")
         start = time.perf_counter()
         hp, buf, horizon = self.hparams, self.buffer, self.hparams.horizon
         # --- advantages and value targets: GAE over the scaled rewards, into the buffer
         values = buf[DataKeys.VALUES][:, :, 0]
         reward_scale = self.state.reward_scale if hp.normalize_rewards else 1.0
+        column = lambda key: buf[key][:, :horizon, 0]  # noqa: E731
         advantages, returns = gae(
-            buf[DataKeys.REWARDS][:, :horizon, 0] / (reward_scale + _EPS), values, gamma=hp.gamma,
-            gae_lambda=hp.gae_lambda, terminated=buf[DataKeys.TERMINATED][:, :horizon, 0],
-            truncated=buf[DataKeys.TRUNCATED][:, :horizon, 0], final_values=buf[DataKeys.FINAL_VALUES][:, :horizon, 0],
-            out=(buf[DataKeys.ADVANTAGES][:, :horizon, 0], buf[DataKeys.RETURNS][:, :horizon, 0]),
+            column(DataKeys.REWARDS) / (reward_scale + _EPS), values, gamma=hp.gamma,
+            gae_lambda=hp.gae_lambda, terminated=column(DataKeys.TERMINATED),
+            truncated=column(DataKeys.TRUNCATED), final_values=column(DataKeys.FINAL_VALUES),
+            out=(column(DataKeys.ADVANTAGES), column(DataKeys.RETURNS)),
         )
         whole = self.whole_batch  # this buffer's samples, or every rank's
-        explained_variance = 1.0 - whole.var(returns - values[:, :horizon]) / (whole.var(returns) + _EPS)
+        residual = returns - values[:, :horizon]
+        explained_variance = 1.0 - whole.var(residual) / (whole.var(returns) + _EPS)
         # --- the update reads chunks straight from the buffer; advantages are normalised chunk by
         # chunk with the whole batch's statistics
-        batch = self.recurrence.update_batch(buf, whole.normalization(advantages) if hp.normalize_advantages else None)
+        normalization = whole.normalization(advantages) if hp.normalize_advantages else None
+        batch = self.recurrence.update_batch(buf, normalization)
         if hp.enable_amp:
             self.update.recompute_old_logp(batch)
         # --- minibatch SGD passes; the coefficients logged are the ones this update used
@@ -286,10 +291,12 @@ class Algorithm:
         self.entropy_scheduler.step(env_steps)
         self.state.buffered = False
         self.state.steps += 1
-        stats = {f"losses/{name}": result.means[name] for name in ("total", "policy", "vf", "entropy")}
+        means = result.means
+        stats = {f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")}
         stats.update({
-            "monitors/kl_div": result.means["kl_div"], "monitors/clip_fraction": result.means["clip_fraction"],
-            "monitors/grad_norm": result.grad_norm, "monitors/explained_variance": float(explained_variance),
+            "monitors/kl_div": means["kl_div"], "monitors/clip_fraction": means["clip_fraction"],
+            "monitors/grad_norm": result.grad_norm,
+            "monitors/explained_variance": float(explained_variance),
             "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,
             "coefficients/vf": hp.vf_coeff, "coefficients/lr": lr_used,
             "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
@@ -312,7 +319,8 @@ class Algorithm:
             "carries": {**self.statistics.state_dict(), "needs_reset": self._needs_reset,
                         "episodic": self.rollout.episodic},
             "buffer": buffer_state(self.buffer),
-            "env": {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in self.env.state_dict().items()},
+            "env": {k: v.cpu() if isinstance(v, torch.Tensor) else v
+                    for k, v in self.env.state_dict().items()},
         }
         carried = self.recurrence.state_dict()
         if carried:
@@ -325,8 +333,10 @@ class Algorithm:
         self.optimizer.load_state_dict(state["optimizer"])  # new state tensors: capture anew
         if self.graphs_off is None:  # captured graphs read the learning rate from a device tensor
             for group in self.optimizer.param_groups:
-                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device).clone()
-            for graphed in (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample):
+                lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
+                group["lr"] = lr.clone()
+            captured = (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample)
+            for graphed in captured:
                 if graphed is not None:
                     graphed.forget()
         if self.update.grad_scaler is not None and state.get("grad_scaler"):
@@ -348,7 +358,8 @@ class Algorithm:
     @property
     def horizons_per_env_reset(self) -> int:
         """Collects between env resets (``< 0``: only at the first collect): the configured value,
-        else ``-1`` for an env that reports episode ends (or declares ``max_episode_steps``), else 1."""
+        else ``-1`` for an env that reports episode ends (or declares ``max_episode_steps``),
+        else 1."""
         if self.hparams.horizons_per_env_reset is not None:
             return self.hparams.horizons_per_env_reset
         episodic = self.rollout.episodic
@@ -383,8 +394,9 @@ class Algorithm:
     def params(self) -> dict[str, Any]:
         """Every hyperparameter and class path, flat, for experiment tracking."""
         hp = self.hparams
+        classes = ("model", "model_cls", "distribution_cls", "optimizer_cls")
         params: dict[str, Any] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
-                                  if f.name not in ("model", "model_cls", "distribution_cls", "optimizer_cls")}
+                                  if f.name not in classes}
         params.update({
             "env_cls": env_label(self.env_cls),
             "model_cls": qualified_name(self.policy.model),
@@ -430,7 +442,8 @@ class RecurrentAlgorithm(Algorithm):
 
     default_model_cls = DefaultRecurrentModel
 
-    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None,
+                 **overrides: Any) -> None:
         config = config or RecurrentAlgorithmConfig()
         if not isinstance(config, RecurrentAlgorithmConfig):
             raise TypeError("RecurrentAlgorithm needs a RecurrentAlgorithmConfig")
@@ -441,44 +454,3 @@ class RecurrentAlgorithm(Algorithm):
 
 AlgorithmConfig.algorithm_cls = Algorithm
 RecurrentAlgorithmConfig.algorithm_cls = RecurrentAlgorithm
-
-
-def _config_for_instance(config: AlgorithmConfig, env: Env, overrides: dict[str, Any]) -> AlgorithmConfig:
-    """``config`` with the instance's ``num_envs``, ``horizon`` and ``device``; a value given
-    explicitly (an override, or a config field off its default) that differs is an error."""
-    if getattr(env, "closed", False):
-        raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
-    defaults = type(config)()
-    taken = {"num_envs": env.num_envs, "device": str(env.device)}
-    if env.horizon is not None:
-        taken["horizon"] = env.horizon
-    for name, value in taken.items():
-        given = overrides.get(name, getattr(config, name))
-        explicit = name in overrides or given != getattr(defaults, name)
-        same = str(torch.device(given)) == value if name == "device" and given != "auto" else given == value
-        if explicit and not same:
-            raise ConfigError(f"{name}={given!r} conflicts with the {type(env).__name__} instance's {name}={value!r}:"
-                              f" an env instance brings its own {name}")
-    return config.replace(**taken)
-
-
-def _carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None, buffer: TensorDict,
-               observation_spec: Any) -> Recurrence:
-    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else :class:`Windowed`
-    for a model whose view requirements window observations, else :class:`Feedforward`."""
-    entries = plan_windows(policy.model, observation_spec)
-    if not policy.recurrent:
-        compile_sampling = config.compile and device.type != "cpu"  # compiled sampling is slower on a CPU
-        if entries:
-            return Windowed(policy, buffer, entries, chunk_rows, compile_sampling=compile_sampling)
-        return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
-    name = type(policy.model).__name__
-    if not isinstance(config, RecurrentAlgorithmConfig):
-        raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig (RecurrentAlgorithm),"
-                          " which sets seq_len and seqs_per_state_reset")
-    if entries:
-        windowed = sorted(".".join(("obs", *e.path)) for e in entries)
-        raise ConfigError(f"{name} is a RecurrentModel with view requirements that window {windowed}: a recurrent"
-                          " model sees the past through its state; use shift=0, or a feedforward Model")
-    return Recurrent(policy, num_envs=config.num_envs, horizon=config.horizon, seq_len=config.seq_len,
-                     seqs_per_state_reset=config.seqs_per_state_reset, chunk_rows=chunk_rows, device=device)

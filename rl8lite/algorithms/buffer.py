@@ -30,7 +30,7 @@ def allocate_buffer(
 ) -> TensorDict:
     """Every entry a collect and an update write, zeroed (``final_obs`` is added on first use)."""
     n, t1 = num_envs, horizon + 1
-    column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=device)  # noqa: E731
+    column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=device)
     entries: dict[str, Any] = {
         DataKeys.OBS: observation_spec.zero([n, t1]),
         DataKeys.ACTIONS: action_spec.zero([n, t1]),
@@ -87,19 +87,21 @@ def index_dtype(num_rows: int) -> torch.dtype:
 
 
 #: Buffer entries every PPO update reads.
-UPDATE_KEYS = (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES, DataKeys.RETURNS, DataKeys.ADVANTAGES)
+UPDATE_KEYS = (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES, DataKeys.RETURNS,
+               DataKeys.ADVANTAGES)
 
 
 @dataclass
 class UpdateBatch:
-    """One update's samples, gathered a chunk at a time straight from the buffer (no flattened copy).
+    """One update's samples, gathered a chunk at a time straight from the buffer (no copy of it).
 
     Attributes:
         rows: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
         units: Per-unit tensors (a sequence's initial state), indexed by unit.
         unit_rows: Maps ``[B]`` update units (time steps, or sequences of them) to their rows
             (``[B]``, or ``[B, L]`` for sequences of ``L`` steps).
-        advantage_normalization: ``(mean, std + eps)`` applied to each chunk's advantages, or ``None``.
+        advantage_normalization: ``(mean,
+                                    std + eps)`` applied to each chunk's advantages, or ``None``.
     """
 
     rows: dict[str, Any]

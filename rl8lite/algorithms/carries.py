@@ -22,6 +22,8 @@ from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows
 from .chunks import in_chunks
 
 Observation = torch.Tensor | TensorDict
+Pair = tuple[torch.Tensor, torch.Tensor]
+Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 class Recurrence(Protocol):
@@ -39,19 +41,22 @@ class Recurrence(Protocol):
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]: ...
 
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair: ...
 
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None: ...
 
-    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None: ...
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
+                 final_obs: Any) -> None: ...
 
     def values(self, obs: Observation) -> torch.Tensor: ...
 
-    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor: ...
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
+                         steps: torch.Tensor) -> torch.Tensor: ...
 
-    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch: ...
+    def update_batch(self, buffer: TensorDict,
+                     normalization: Pair | None) -> UpdateBatch: ...
 
-    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+    def evaluate(self, chunk: dict[str, Any]) -> Triple: ...
 
     def first_step_inputs(self, obs: Observation) -> Observation: ...
 
@@ -74,12 +79,13 @@ class Feedforward:
 
     unit_length = 1
 
-    def __init__(self, policy: Policy, horizon: int, chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
+    def __init__(self, policy: Policy, horizon: int, chunk_rows: int | None, *,
+                 compile_sampling: bool = False) -> None:
         self.policy = policy
         self.horizon = horizon
         self.chunk_rows = chunk_rows
-        self.act_fn = torch.compile(policy.act) if compile_sampling else policy.act
-        self.sample_fn = torch.compile(policy.sample_actions) if compile_sampling else policy.sample_actions
+        compiled = torch.compile if compile_sampling else (lambda fn: fn)
+        self.act_fn, self.sample_fn = compiled(policy.act), compiled(policy.sample_actions)
         #: The sampling step replaced by a captured CUDA graph (:mod:`rl8lite.algorithms.graphs`).
         self.graphed_sample: Any = None
 
@@ -96,15 +102,18 @@ class Feedforward:
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` of step ``t``."""
-        return in_chunks(lambda o: self.act_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
+        return in_chunks(lambda o: self.act_fn(o, deterministic=deterministic), obs,
+                         size=self.chunk_rows)
 
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair:
         """``(actions, logp)`` of step ``t`` from the actor alone (:attr:`values_after_rollout`)."""
         if self.graphed_sample is not None:
             return self.graphed_sample(obs, deterministic)
-        return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs, size=self.chunk_rows)
+        return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs,
+                         size=self.chunk_rows)
 
-    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
+                 final_obs: Any) -> None:
         pass
 
     def values(self, obs: Observation) -> torch.Tensor:
@@ -125,11 +134,13 @@ class Feedforward:
         for start in range(0, value_rows.shape[0], size):
             value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
 
-    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
+                         steps: torch.Tensor) -> torch.Tensor:
         """V(final_obs) of the truncated copies ``copies`` at time steps ``steps``."""
         return self.values(final_obs)
 
-    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
+    def update_batch(self, buffer: TensorDict,
+                     normalization: Pair | None) -> UpdateBatch:
         return UpdateBatch(
             rows={key: flat_rows(buffer[key]) for key in UPDATE_KEYS},
             units={},
@@ -144,7 +155,7 @@ class Feedforward:
         """
         return units + units // self.horizon
 
-    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, chunk: dict[str, Any]) -> Triple:
         """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk under the current policy."""
         return self.policy.evaluate(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS])
 
@@ -195,7 +206,8 @@ class Recurrent:
         self.chunk_rows = chunk_rows
         self.device = device
         self.states = policy.init_states(num_envs)
-        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, policy.network.state_size, device=device)
+        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, policy.network.state_size,
+                                           device=device)
         self.seqs = 0
         #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
         self.restarting = False
@@ -226,13 +238,14 @@ class Recurrent:
         )
         return actions, logp, values
 
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair:
         raise TypeError("a recurrent policy samples with its state: use act()")
 
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
         raise TypeError("a recurrent policy values observations with their states: use values()")
 
-    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
+                 final_obs: Any) -> None:
         if final_obs is not None:
             self._keep_final_obs_values(t, truncated, final_obs)
         self.states = self.states * (~(terminated | truncated)).to(self.states.dtype)
@@ -248,7 +261,8 @@ class Recurrent:
         """
         if self.value_final_obs_in_rollout:
             if self.final_obs_values_kept is None:
-                self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1, device=self.device)
+                self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1,
+                                                         device=self.device)
             copies = truncated.reshape(-1).nonzero().flatten()
             if copies.numel():
                 values = self._values_from(final_obs[copies], self.states[copies])
@@ -256,14 +270,16 @@ class Recurrent:
             return
         if self.final_states is None:
             self.final_states = torch.empty(
-                self.num_envs, self.horizon, self.states.shape[-1], dtype=self.states.dtype, device=self.device
+                self.num_envs, self.horizon, self.states.shape[-1], dtype=self.states.dtype,
+                device=self.device
             )
         self.final_states[:, t] = self.states
 
     def values(self, obs: Observation) -> torch.Tensor:
         return self._values_from(obs, self.states)
 
-    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
+                         steps: torch.Tensor) -> torch.Tensor:
         if self.final_obs_values_kept is not None:
             return self.final_obs_values_kept[copies, steps]
         assert self.final_states is not None
@@ -271,11 +287,14 @@ class Recurrent:
 
     def _values_from(self, obs: Observation, states: torch.Tensor) -> torch.Tensor:
         """Values of ``obs`` continuing from recurrent ``states``, in rollout chunks."""
-        return in_chunks(lambda o, s: self.policy.network(o, s)[1], obs, states, size=self.chunk_rows)
+        return in_chunks(lambda o, s: self.policy.network(o, s)[1], obs, states,
+                         size=self.chunk_rows)
 
-    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
+    def update_batch(self, buffer: TensorDict,
+                     normalization: Pair | None) -> UpdateBatch:
         horizon = self.horizon
-        ends = buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        ends = buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon,
+                0]
         # reset before step t if the episode ended at t - 1 (within a sequence only:
         # the stored sequence-start states are already reset)
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
@@ -299,7 +318,7 @@ class Recurrent:
         starts = units * self.seq_len + units // per_copy
         return starts[:, None] + torch.arange(self.seq_len, device=units.device)
 
-    def evaluate(self, chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, chunk: dict[str, Any]) -> Triple:
         return self.policy.evaluate_sequences(
             chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS], chunk["states"], chunk["resets"]
         )

@@ -22,7 +22,7 @@ FALLBACK_CHUNK = 2048
 
 def activation_width(model: torch.nn.Module) -> int | None:
     """Floats one sample's forward writes in ``model``'s weight layers: the output widths of
-    its ``Linear`` layers, the gate widths of its LSTM/GRU/RNN layers and cells and the widths of its
+    its ``Linear`` layers, the gate widths of its LSTM/GRU/RNN layers and cells, the widths of its
     ``Embedding`` and ``MultiheadAttention`` layers, summed (``None``: it has none of them,
     e.g. only convolutions, whose outputs depend on the input's size)."""
     width = 0
@@ -31,9 +31,11 @@ def activation_width(model: torch.nn.Module) -> int | None:
             width += module.out_features
         elif isinstance(module, torch.nn.RNNBase):
             gates = {"LSTM": 4, "GRU": 3}.get(module.mode, 1)
-            width += gates * module.hidden_size * module.num_layers * (2 if module.bidirectional else 1)
+            directions = 2 if module.bidirectional else 1
+            width += gates * module.hidden_size * module.num_layers * directions
         elif isinstance(module, torch.nn.RNNCellBase):
-            gates = 4 if isinstance(module, torch.nn.LSTMCell) else 3 if isinstance(module, torch.nn.GRUCell) else 1
+            gates = 4 if isinstance(module, torch.nn.LSTMCell) else 3 if isinstance(module,
+                    torch.nn.GRUCell) else 1
             width += gates * module.hidden_size
         elif isinstance(module, torch.nn.Embedding):
             width += module.embedding_dim
@@ -52,7 +54,8 @@ def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
     return min(max(rows, MIN_AUTO_CHUNK), MAX_AUTO_CHUNK)
 
 
-def resolve_chunk_size(size: int | str | None, device: torch.device, model: torch.nn.Module) -> int | None:
+def resolve_chunk_size(size: int | str | None, device: torch.device,
+                       model: torch.nn.Module) -> int | None:
     """A chunk-size setting: ``"auto"`` is :func:`auto_chunk_rows` of ``model``'s
     :func:`activation_width` on CPU and no chunking elsewhere."""
     if size == "auto":

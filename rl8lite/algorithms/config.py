@@ -39,14 +39,13 @@ class AlgorithmConfig:
     #: Algorithm class :meth:`build` makes (set by :mod:`rl8lite.algorithms.algorithm`).
     algorithm_cls: ClassVar[Callable[..., Any]]
 
-    #: Env copies simulated in parallel (``>= 1``; capped by ``Env.max_num_envs``). An env
-    #: instance brings its own.
+    #: Env copies simulated in parallel (``>= 1``; capped by ``Env.max_num_envs``).
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
     #: Reset the env every this many collects (``> 0``), or only at the first collect (``< 0``).
-    #: ``None``: only at the first collect for an env that reports episode ends (it resets its
-    #: own copies), every collect for an infinite-horizon env (rl8's default).
+    #: ``None``: only at the first for an env that reports episode ends (it resets its own
+    #: copies), every collect for an infinite-horizon env (rl8's default).
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -56,7 +55,7 @@ class AlgorithmConfig:
     gae_lambda: float = 0.95
     #: PPO ratio clip ``eps`` in ``(0, 1)``.
     clip_param: float = 0.2
-    #: Value loss: ``"squared"`` (``(V - R)^2 / 2``) or ``"smooth_l1"`` (rl8's, capped at ``vf_clip_param``).
+    #: Value loss: ``"squared"`` (``(V - R)^2 / 2``) or rl8's ``"smooth_l1"``.
     vf_loss: Literal["squared", "smooth_l1"] = "squared"
     #: ``"squared"``: clip of the value update around the old values; ``"smooth_l1"``: the cap
     #: on each sample's loss (rl8's default 5). ``None``: no clip.
@@ -83,7 +82,7 @@ class AlgorithmConfig:
     sgd_minibatch_size: int | None = None
     #: Passes over the buffer per ``step`` (``>= 1``).
     num_sgd_iters: int = 4
-    #: Shuffle the buffer into new minibatches every pass (a pass of one optimizer step draws none).
+    #: Shuffle the buffer into new minibatches every pass (a pass of one step draws none).
     shuffle_minibatches: bool = True
     #: Stop a ``step``'s passes once a pass's mean approximate KL exceeds ``1.5 * target_kl_div``.
     target_kl_div: float | None = None
@@ -95,31 +94,30 @@ class AlgorithmConfig:
     normalize_rewards: bool = True
     #: Accumulate gradients over a pass's minibatches and step once per pass.
     accumulate_grads: bool = False
-    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU. The
-    #: collected log-probabilities are recomputed at that precision first, so the ratio starts at 1.
+    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU (the collected
+    #: log-probabilities are recomputed at that precision first: the ratio starts at 1).
     enable_amp: bool = False
-    #: Largest number of samples in one forward/backward of the update (minibatches are summed
-    #: over chunks: the same step). ``"auto"``: on CPU about 2**21 activation floats
-    #: (:mod:`rl8lite.algorithms.chunks`), none elsewhere. ``None``: whole minibatches.
+    #: Most samples in one forward/backward of the update (a minibatch sums over its chunks: the
+    #: same step). ``"auto"``: about 2**21 activation floats on CPU, no chunks elsewhere.
     update_chunk_size: int | Literal["auto"] | None = "auto"
-    #: Largest number of copies in one policy forward while collecting. ``"auto"``: as
-    #: ``update_chunk_size`` on CPU, all copies elsewhere. Another chunking draws other random numbers.
+    #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
+    #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
-    #: Make glibc's malloc keep freed memory for reuse on CPU (process-wide, not undone: asked
-    #: for, never the default). Faster updates where temporaries page-fault (``benchmarks/README.md``).
+    #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone, so
+    #: only when asked): faster updates where temporaries page-fault (``benchmarks/README.md``).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step (forward, loss, backward, clip, optimizer)
-    #: and, off the CPU, the policy's sampling; compiles on first use (tens of seconds).
+    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling;
+    #: compiles on first use (tens of seconds).
     compile: bool = False
-    #: Capture the collect's time steps and the update's minibatch step as CUDA graphs on a GPU:
-    #: ``"auto"`` where supported (a feedforward policy without view windows, Adam/AdamW, no
-    #: AMP, one process), ``False`` never. Numerically the same as eager within float tolerance.
+    #: Capture the collect's time steps and the update's minibatch step as CUDA graphs:
+    #: ``"auto"`` where supported (feedforward policy without view windows, Adam/AdamW, no AMP,
+    #: one process), ``True`` (an error where not), ``False``.
     cuda_graphs: bool | Literal["auto"] = "auto"
     #: A ready model instance (excludes ``model_cls``/``model_config``).
     model: torch.nn.Module | None = None
     #: Model class built as ``model_cls(obs_spec, action_spec, **model_config)``.
     model_cls: Callable[..., Any] | None = None
-    #: Keyword arguments of the model (default model: ``hiddens``, ``activation``, ``init_log_std``).
+    #: Keyword arguments of the model (default model: ``hiddens``, ``activation``, ...).
     model_config: dict[str, Any] | None = None
     #: Action distribution class; default from the action spec.
     distribution_cls: type[Distribution] | None = None
@@ -134,51 +132,55 @@ class AlgorithmConfig:
         check_int("horizon", self.horizon, minimum=1)
         check_int("horizons_per_env_reset", self.horizons_per_env_reset, optional=True)
         if self.horizons_per_env_reset == 0:
-            raise ConfigError("horizons_per_env_reset must be > 0 (reset every k collects) or < 0 (reset once),"
-                              " received 0")
+            raise ConfigError("horizons_per_env_reset must be > 0 (reset every k collects) or < 0"
+                              " (reset once), received 0")
         for name in ("vf_clip_param", "dual_clip_param", "target_kl_div", "max_grad_norm"):
             if getattr(self, name) == math.inf:  # "no limit", as None says
                 setattr(self, name, None)
         for name, low, high, optional in _FLOAT_RANGES:
             check_float(name, getattr(self, name), low, high, optional=optional)
         if self.vf_loss not in ("squared", "smooth_l1"):
-            raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received {self.vf_loss!r}")
+            raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received"
+                              f" {self.vf_loss!r}")
         check_int("num_sgd_iters", self.num_sgd_iters, minimum=1)
         check_int("sgd_minibatch_size", self.sgd_minibatch_size, minimum=1, optional=True)
-        if self.sgd_minibatch_size is not None and self.sgd_minibatch_size > self.num_envs * self.horizon:
+        batch = self.num_envs * self.horizon
+        if self.sgd_minibatch_size is not None and self.sgd_minibatch_size > batch:
             raise ConfigError(f"sgd_minibatch_size={self.sgd_minibatch_size} exceeds the buffer's"
-                              f" num_envs * horizon = {self.num_envs * self.horizon}")
+                              f" num_envs * horizon = {batch}")
         for name in ("update_chunk_size", "collect_chunk_size"):
             if getattr(self, name) not in (None, "auto"):
                 check_int(name, getattr(self, name), minimum=1, also='"auto" or None')
         if self.accumulate_grads and self.num_minibatches == 1:
-            raise ConfigError("accumulate_grads=True needs more than one minibatch; set sgd_minibatch_size"
-                              " below num_envs * horizon or disable accumulate_grads")
+            raise ConfigError("accumulate_grads=True needs more than one minibatch; set"
+                              " sgd_minibatch_size below num_envs * horizon or disable it")
         for name in ("compile", "tune_malloc", "shuffle_minibatches", "normalize_advantages",
                      "normalize_rewards", "accumulate_grads", "enable_amp"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, received {getattr(self, name)!r}")
         if self.cuda_graphs not in (True, False, "auto"):
-            raise ConfigError(f"cuda_graphs must be True, False or 'auto', received {self.cuda_graphs!r}")
+            raise ConfigError(f"cuda_graphs must be True, False or 'auto', received"
+                              f" {self.cuda_graphs!r}")
         try:
-            validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule, self.entropy_coeff_schedule_kind)
+            validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule,
+                              self.entropy_coeff_schedule_kind)
             validate_schedule("lr_schedule", self.lr_schedule, self.lr_schedule_kind)
+            resolve_device(self.device)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         self._validate_classes()
         check_int("seed", self.seed, minimum=0, optional=True)
-        try:
-            resolve_device(self.device)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
         return self
 
     def _validate_classes(self) -> None:
-        if not (isinstance(self.optimizer_cls, type) and issubclass(self.optimizer_cls, torch.optim.Optimizer)):
-            raise ConfigError(f"optimizer_cls must be a torch.optim.Optimizer subclass, received {self.optimizer_cls!r}")
+        optimizer = self.optimizer_cls
+        if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
+            raise ConfigError(f"optimizer_cls must be a torch.optim.Optimizer subclass, received"
+                              f" {optimizer!r}")
         for name in ("optimizer_config", "model_config", "env_config"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), dict):
-                raise ConfigError(f"{name} must be a dict or None, received {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be a dict or None, received"
+                                  f" {getattr(self, name)!r}")
         for key, value in (self.optimizer_config or {}).items():
             if not _is_finite(value):
                 raise ConfigError(f"optimizer_config[{key!r}] must be finite, received {value!r}")
@@ -188,12 +190,14 @@ class AlgorithmConfig:
         if self.model is not None and (self.model_cls is not None or self.model_config):
             raise ConfigError("model excludes model_cls and model_config; pass one or the other")
         if self.model is not None and not isinstance(self.model, torch.nn.Module):
-            raise ConfigError(f"model must be a torch.nn.Module (a rl8lite Model), received {self.model!r}")
+            raise ConfigError(f"model must be a torch.nn.Module (a rl8lite Model), received"
+                              f" {self.model!r}")
         if self.model_cls is not None and not callable(self.model_cls):
             raise ConfigError(f"model_cls must be a Model class, received {self.model_cls!r}")
         dist = self.distribution_cls
         if dist is not None and not (isinstance(dist, type) and issubclass(dist, Distribution)):
-            raise ConfigError(f"distribution_cls must be a rl8lite.distributions.Distribution subclass, received {dist!r}")
+            raise ConfigError(f"distribution_cls must be a rl8lite.distributions.Distribution"
+                              f" subclass, received {dist!r}")
 
     @property
     def num_minibatches(self) -> int:
@@ -202,23 +206,49 @@ class AlgorithmConfig:
         return math.ceil(batch / (self.sgd_minibatch_size or batch))
 
     def optimizer_kwargs(self) -> dict[str, Any]:
-        """The optimizer's keyword arguments: ``lr=3e-4`` and, for Adam/AdamW unless ``fused`` or
-        ``foreach`` is given, the fused implementation (one kernel per step, same math)."""
+        """The optimizer's keyword arguments: ``lr=3e-4`` and, for Adam/AdamW unless ``fused``
+        or ``foreach`` is given, the fused implementation (one kernel per step, same math)."""
         kwargs: dict[str, Any] = {"lr": 3e-4, **(self.optimizer_config or {})}
-        if self.optimizer_cls in (torch.optim.Adam, torch.optim.AdamW) and not {"fused", "foreach"} & set(kwargs):
+        adam = self.optimizer_cls in (torch.optim.Adam, torch.optim.AdamW)
+        if adam and not {"fused", "foreach"} & set(kwargs):
             kwargs["fused"] = True
         return kwargs
 
     def build(self, env: Any, /) -> Any:
-        """An algorithm for ``env`` (an :class:`~rl8lite.Env` class or instance) with this config."""
+        """An algorithm for ``env`` (an :class:`~rl8lite.Env` class or instance)."""
         return self.algorithm_cls(env, self)
 
+    def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``.
+
+        Raises:
+            ValueError: The instance is closed.
+            ConfigError: A value given explicitly (an override, or a field off its default)
+                differs from the instance's; the message names both.
+        """
+        if getattr(env, "closed", False):
+            raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
+        defaults = type(self)()
+        taken = {"num_envs": env.num_envs, "device": str(env.device)}
+        if env.horizon is not None:
+            taken["horizon"] = env.horizon
+        for name, value in taken.items():
+            given = overrides.get(name, getattr(self, name))
+            explicit = name in overrides or given != getattr(defaults, name)
+            if name == "device" and given != "auto":
+                given = str(torch.device(given))
+            if explicit and given != value:
+                raise ConfigError(f"{name}={given!r} conflicts with the {type(env).__name__}"
+                                  f" instance's {name}={value!r}: an env instance brings its own")
+        return self.replace(**taken)
+
     def replace(self, **overrides: Any) -> AlgorithmConfig:
-        """A copy with ``overrides``; an unknown name is a ``TypeError`` naming the closest valid ones."""
+        """A copy with ``overrides``; an unknown name is a ``TypeError`` naming the closest ones."""
         names = [f.name for f in dataclasses.fields(self)]
         unknown = sorted(set(overrides) - set(names))
         if unknown:
-            raise TypeError(f"unknown {type(self).__name__} field(s): {unknown_fields(unknown, names)}")
+            fields = unknown_fields(unknown, names)
+            raise TypeError(f"unknown {type(self).__name__} field(s): {fields}")
         return dataclasses.replace(self, **overrides)
 
 
@@ -234,7 +264,7 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
     return f"{', '.join(hints)}; valid fields: {', '.join(close + rest)}"
 
 
-#: (field, low, high, optional) with ``(``/``)`` bounds written as ``("(", x)``: open intervals.
+#: (field, low, high, optional); a bound written ``("(", x)`` or ``(")", x)`` is open.
 _FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
     ("gamma", ("(", 0.0), 1.0, False),
     ("gae_lambda", 0.0, 1.0, False),
@@ -254,22 +284,26 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
     ``error``: ``"<name> must be an int >= <minimum> [or None], received <value>"``."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (minimum is not None and value < minimum):
+    wrong_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
+    if wrong_type or (minimum is not None and value < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         alternatives = f" or {also}" if also else (" or None" if optional else "")
         raise error(f"{name} must be an int{bound}{alternatives}, received {value!r}")
 
 
 def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:
-    """``value`` must be a finite number within ``[low, high]`` (a bound ``("(", x)`` is open)."""
+    """``value`` must be a finite number within ``[low, high]`` (``("(", x)`` is an open bound,
+    ``None`` an open infinite one)."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, received {value!r}")
     (low_open, low), (high_open, high) = _bound(low, -math.inf), _bound(high, math.inf)
-    if (value <= low if low_open else value < low) or (value >= high if high_open else value > high):
+    too_low = value <= low if low_open else value < low
+    if too_low or (value >= high if high_open else value > high):
         interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ConfigError(f"{name} must be in {interval}{' or None' if optional else ''}, received {value}")
+        alternative = " or None" if optional else ""
+        raise ConfigError(f"{name} must be in {interval}{alternative}, received {value}")
 
 
 def _bound(bound: Any, infinite: float) -> tuple[bool, float]:
@@ -279,7 +313,7 @@ def _bound(bound: Any, infinite: float) -> tuple[bool, float]:
 
 
 def _is_finite(value: Any) -> bool:
-    """False when ``value`` is, or (a tuple or list, e.g. Adam's ``betas``) holds, a NaN or inf."""
+    """False when ``value`` is, or (a tuple or list: Adam's ``betas``) holds, a NaN or inf."""
     if isinstance(value, numbers.Integral):
         return True
     if isinstance(value, numbers.Real):
@@ -304,7 +338,7 @@ class RecurrentAlgorithmConfig(AlgorithmConfig):
     sequences (a multiple of ``seq_len``), a chunk is rounded down to whole sequences.
     """
 
-    #: Time steps per sequence of truncated backpropagation through time (a factor of ``horizon``).
+    #: Time steps per sequence of truncated backpropagation (a factor of ``horizon``).
     seq_len: int = 4
     #: Reset the recurrent states every this many sequences (``> 0``), or only at env resets
     #: (``< 0``); a copy's state is also reset whenever its episode ends.

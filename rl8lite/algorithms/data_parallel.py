@@ -18,9 +18,11 @@ from typing import Any
 
 import torch
 
+from ..nn.ppo import normalization
+
+Pair = tuple[torch.Tensor, torch.Tensor]
 from ..runtime.distributed import DistributedError, Ranks
 from ..runtime.imports import qualified_name
-from ..nn.ppo import normalization
 
 
 def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
@@ -45,11 +47,10 @@ def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
-        details = "; ".join(
-            f"{k}: " + ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints)) for k in differing
-        )
-        raise DistributedError(f"the ranks were given different configs ({details}); every process must be"
-                               " built with the same config (num_envs is per process)")
+        values = {k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints)) for k in differing}
+        details = "; ".join(f"{k}: {v}" for k, v in values.items())
+        raise DistributedError(f"the ranks were given different configs ({details}); every process"
+                               " must be built with the same config (num_envs is per process)")
 
 
 def broadcast_module_(module: torch.nn.Module, ranks: Ranks) -> None:
@@ -64,7 +65,7 @@ def broadcast_module_(module: torch.nn.Module, ranks: Ranks) -> None:
             t.copy_(part.view_as(t))
 
 
-def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> Pair:
     """Mean and variance of every element of ``x`` on every rank, from float64 sums."""
     x64 = x.double()
     n, total, squares = ranks.sum([x.numel(), x64.sum(), x64.square().sum()], device=x.device)
@@ -93,9 +94,11 @@ class GradientAverager:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         if self.flat is None:
-            self.flat = torch.empty(sum(self.sizes) + 1, dtype=params[0].grad.dtype, device=params[0].device)
+            self.flat = torch.empty(sum(self.sizes) + 1, dtype=params[0].grad.dtype,
+                                    device=params[0].device)
         flat = self.flat
-        torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)], out=flat)
+        torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)],
+                  out=flat)
         self.ranks.all_reduce_(flat, "sum")
         grads = flat[:-1]
         grads.div_(self.ranks.world_size)
@@ -104,9 +107,9 @@ class GradientAverager:
         return flat[-1]
 
 
-def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
     """Mean and population std of the union of equally sized groups, from each group's mean and
-    std: ``E[x]`` averages, ``std = sqrt(E[x^2] - E[x]^2)`` with ``E[x^2] = mean(std^2 + mean^2)``."""
+    std: ``E[x]`` averages; ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
     mean = torch.stack(means).mean()
     second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
     return mean, (second - mean.square()).clamp(min=0).sqrt()
@@ -117,17 +120,23 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
     average, stds pool, extremes take the extreme, counts add."""
     pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
-    summands = [x for p in spread for x in (values[f"{p}/mean"], values[f"{p}/std"].square() + values[f"{p}/mean"].square())]
+    summands = []
+    for p in spread:
+        mean, std = values[f"{p}/mean"], values[f"{p}/std"]
+        summands += [mean, std.square() + mean.square()]
     counts = [k for k in values if k.endswith("/count")]
-    summed = ranks.sum(summands + [values[k] for k in counts], device=next(iter(values.values())).device)
+    summed = ranks.sum(summands + [values[k] for k in counts],
+                       device=next(iter(values.values())).device)
     for i, prefix in enumerate(spread):
         mean = summed[2 * i] / world
         pooled[f"{prefix}/mean"] = mean
         pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
     for i, key in enumerate(counts):
         pooled[key] = summed[2 * len(spread) + i]
-    lows, highs = [k for k in values if k.endswith("/min")], [k for k in values if k.endswith("/max")]
-    extremes = torch.stack([-values[k].double() for k in lows] + [values[k].double() for k in highs])
+    lows = [k for k in values if k.endswith("/min")]
+    highs = [k for k in values if k.endswith("/max")]
+    extremes = torch.stack([-values[k].double() for k in lows]
+                           + [values[k].double() for k in highs])
     ranks.all_reduce_(extremes, "max")
     for i, key in enumerate(lows + highs):
         pooled[key] = -extremes[i] if i < len(lows) else extremes[i]
@@ -141,7 +150,7 @@ class WholeBatch:
     def __init__(self, ranks: Ranks | None = None) -> None:
         self.ranks = ranks or Ranks()
 
-    def normalization(self, x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+    def normalization(self, x: torch.Tensor, eps: float = 1e-8) -> Pair:
         """``(mean, std + eps)`` (unbiased std), as :func:`rl8lite.nn.ppo.normalization`."""
         if not self.ranks.distributed:
             return normalization(x, eps)
@@ -150,7 +159,8 @@ class WholeBatch:
 
     def var(self, x: torch.Tensor) -> torch.Tensor:
         """Unbiased variance of every element."""
-        return x.var() if not self.ranks.distributed else pooled_mean_var(x, self.ranks, correction=1)[1]
+        return x.var() if not self.ranks.distributed else pooled_mean_var(x, self.ranks,
+                correction=1)[1]
 
     def population_std(self, x: torch.Tensor) -> torch.Tensor:
         if not self.ranks.distributed:
@@ -168,15 +178,7 @@ class WholeBatch:
     def extremes(self, x: torch.Tensor) -> tuple[float, float]:
         """``(min, max)`` of every rank's ``x`` (an empty ``x`` counts for nothing)."""
         inf = torch.tensor(float("inf"), dtype=torch.float64, device=x.device)
-        both = torch.stack([-(x.min() if x.numel() else inf), x.max() if x.numel() else -inf]).double()
+        low, high = (x.min(), x.max()) if x.numel() else (inf, -inf)
+        both = torch.stack([-low, high]).double()
         low, high = self.ranks.all_reduce_(both, "max").tolist()
         return -low, high
-
-
-def require_same_world_size(saved: int, ranks: Ranks, where: str) -> None:
-    """A checkpoint resumes only under the world size that wrote it."""
-    if saved != ranks.world_size:
-        raise DistributedError(
-            f"{where} was written by {saved} process(es) and is resumed by {ranks.world_size}: each rank's"
-            f" env copies, buffer and random streams are saved per rank, so resume with {saved} process(es)"
-        )

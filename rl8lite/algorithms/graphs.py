@@ -16,20 +16,35 @@ from typing import Any
 
 import torch
 
+from .config import ConfigError
 
-def unsupported(device: torch.device, *, recurrent: bool, windowed: bool, optimizer_cls: type,
-                amp: bool, distributed: bool, chunked: bool) -> str | None:
-    """Why the update and the sampling step cannot be captured, or ``None`` when they can."""
+ADAMS = (torch.optim.Adam, torch.optim.AdamW)
+
+
+def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, windowed: bool,
+                       distributed: bool, collect_chunk: int | None) -> str | None:
+    """Why the collect and the update run eagerly (``cuda_graphs=False``, or what captures cannot
+    handle), or ``None``: they are captured.
+
+    Raises:
+        ConfigError: ``cuda_graphs=True`` where they cannot be captured.
+    """
+    if hparams.cuda_graphs is False:
+        return "cuda_graphs=False"
     reasons = {
         "not a CUDA device": device.type != "cuda",
         "a recurrent policy": recurrent,
         "a policy with view windows": windowed,
-        "an optimizer other than Adam/AdamW": optimizer_cls not in (torch.optim.Adam, torch.optim.AdamW),
-        "mixed precision": amp,
+        "an optimizer other than Adam/AdamW": hparams.optimizer_cls not in ADAMS,
+        "mixed precision": hparams.enable_amp,
         "several processes": distributed,
-        "collect chunks": chunked,
+        "collect chunks": collect_chunk is not None,
     }
-    return next((reason for reason, applies in reasons.items() if applies), None)
+    reason = next((reason for reason, applies in reasons.items() if applies), None)
+    if reason is not None and hparams.cuda_graphs is True:
+        raise ConfigError(f"cuda_graphs=True, but the collect and update cannot be captured with"
+                          f" {reason}")
+    return reason
 
 
 def capturable_optimizer_kwargs(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -52,13 +67,14 @@ class GraphedStep:
     minibatch size. ``before_capture`` runs first (it drops the gradients, which the captured
     backward then makes in the graph's memory)."""
 
-    def __init__(self, step: Callable[..., torch.Tensor], before_capture: Callable[[], None]) -> None:
+    def __init__(self, step: Callable[..., torch.Tensor],
+                 before_capture: Callable[[], None]) -> None:
         self.step, self.before_capture = step, before_capture
         self.seen: set[int] = set()
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.graphs: dict[int, tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def forget(self) -> None:
-        """Drop the graphs (the optimizer's state tensors were replaced): run eagerly, capture anew."""
+        """Drop the graphs (the optimizer's state tensors were replaced): eager, then captured."""
         self.seen.clear()
         self.graphs.clear()
 
@@ -86,7 +102,7 @@ class GraphedSampling:
     def __init__(self, sample: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
         self.sample = sample
         self.seen: set[bool] = set()
-        self.graphs: dict[bool, tuple[torch.cuda.CUDAGraph, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.graphs: dict[bool, tuple[Any, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
 
     def forget(self) -> None:
         self.seen.clear()

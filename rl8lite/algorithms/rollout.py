@@ -41,7 +41,8 @@ def check_env(env: Any) -> None:
         return
     received = (f"the class {env.__module__}.{env.__qualname__}, which is not an Env subclass"
                 if isinstance(env, type) else f"{env!r} ({type(env).__name__})")
-    raise TypeError(f"env must be an rl8lite.Env subclass or instance (e.g. rl8lite.examples.CartPole);"
+    raise TypeError("env must be an rl8lite.Env subclass or instance (e.g. "
+                    "rl8lite.examples.CartPole);"
                     f" received {received}")
 
 
@@ -66,7 +67,8 @@ def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
         )
 
 
-def _check_column(out: Any, key: str, num_envs: int, dtype_ok: Any, kind: str, env_name: str) -> None:
+def _check_column(out: Any, key: str, num_envs: int, dtype_ok: Any, kind: str,
+                  env_name: str) -> None:
     value = out[key]
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_envs, 1):
         shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
@@ -95,9 +97,11 @@ def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name:
     check_batch(out[DataKeys.OBS], observation_spec, num_envs, f"{env_name}.step output 'obs'")
     if DataKeys.FINAL_OBS in keys:
         check_batch(
-            out[DataKeys.FINAL_OBS], observation_spec, num_envs, f"{env_name}.step output 'final_obs'"
+            out[DataKeys.FINAL_OBS], observation_spec, num_envs,
+            f"{env_name}.step output 'final_obs'",
         )
-    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point, "floating-point", env_name)
+    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point, "floating-point",
+                  env_name)
     for key in (DataKeys.TERMINATED, DataKeys.TRUNCATED):
         if key in keys:
             _check_column(out, key, num_envs, lambda d: d == torch.bool, "bool", env_name)
@@ -122,7 +126,8 @@ def check_actions(actions: Any, action_spec: Spec, num_envs: int) -> None:
     except SpecError as e:
         raise EnvOutputError(f"{e} (check the model's output size and distribution_cls)") from None
     if actions.shape[0] != num_envs:
-        raise EnvOutputError(f"policy actions: expected batch {num_envs}, received {list(actions.shape)}")
+        raise EnvOutputError(f"policy actions: expected batch {num_envs}, received"
+                             f" {list(actions.shape)}")
 
 
 def _leaves(name: str, value: torch.Tensor | TensorDict) -> list[tuple[str, torch.Tensor]]:
@@ -178,7 +183,8 @@ def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
         env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
         model_input = obs if inputs is None else inputs(obs)
         if policy.recurrent:
-            actions, logp, values, _ = policy.act_recurrent(model_input, policy.init_states(num_envs))
+            actions, logp, values, _ = policy.act_recurrent(model_input,
+                    policy.init_states(num_envs))
         else:
             actions, logp, values = policy.act(model_input)
         check_actions(actions, env.action_spec, num_envs)
@@ -216,11 +222,11 @@ class Rollout:
         self._final_obs: Observation | None = None
         self._values_after = False
         self._checked_actions = False
-        #: The time loop as a CUDA graph (:class:`~rl8lite.algorithms.graphs.GraphedRollout`), if any.
+        #: The time loop as a CUDA graph (:class:`~.graphs.GraphedRollout`), if any.
         self.graphed: Any = None
-        #: ``repr`` of the env config of the last reset (a captured step bakes the env's parameters in).
+        #: ``repr`` of the env config of the last reset (a captured step bakes its parameters in).
         self.env_config_key = "None"
-        #: Called with every env step's output while set (rollout videos); the loop then runs eagerly.
+        #: Called with every env step's output while set (videos); the loop then runs eagerly.
         self.observer: Any = None
 
     def first_observation(self, *, reset: bool, env_config: dict[str, Any] | None) -> Observation:
@@ -229,7 +235,8 @@ class Rollout:
         if reset:
             self.env_config_key = repr(env_config)
             obs = self.env.reset(config=env_config)
-            check_batch(obs, self.env.observation_spec, self.num_envs, f"{self.env_name}.reset output")
+            check_batch(obs, self.env.observation_spec, self.num_envs,
+                        f"{self.env_name}.reset output")
             obs_buf[:, 0] = obs
             self.recurrence.restart()
             return obs
@@ -249,8 +256,9 @@ class Rollout:
             # A NaN/Inf from the env often breaks the policy one step later (e.g. sampling):
             # name the env output, not the symptom.
             buf = self.buffer
-            assert_finite({DataKeys.OBS: buf[DataKeys.OBS][:, : t[0] + 1], DataKeys.REWARDS: buf[DataKeys.REWARDS][:, : t[0], 0]},
-                          env_name=self.env_name)
+            seen = {DataKeys.OBS: buf[DataKeys.OBS][:, : t[0] + 1],
+                    DataKeys.REWARDS: buf[DataKeys.REWARDS][:, : t[0], 0]}
+            assert_finite(seen, env_name=self.env_name)
             raise
 
     def captured_steps(self, key: tuple[bool, str]) -> None:
@@ -259,14 +267,17 @@ class Rollout:
         with the structure the last eager collect found."""
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
-    def _steps(self, obs: Observation, deterministic: bool, t_now: list[int], checked: bool = False) -> Observation:
+    def _steps(self, obs: Observation, deterministic: bool, t_now: list[int],
+               checked: bool = False) -> Observation:
         n, env, recurrence, buf = self.num_envs, self.env, self.recurrence, self.buffer
         obs_buf, actions_buf = buf[DataKeys.OBS], buf[DataKeys.ACTIONS]
-        logp_buf, values_buf, rewards_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES], buf[DataKeys.REWARDS]
+        logp_buf, values_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES]
+        rewards_buf = buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
         # A separable model's values come from one batched pass after the rollout.
         values_after = self._values_after = recurrence.values_after_rollout
-        episodic, final_obs_buf = (bool(self.episodic), self._final_obs) if checked else (False, None)
+        episodic, final_obs_buf = (bool(self.episodic), self._final_obs) if checked else (False,
+                None)
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:
@@ -309,7 +320,8 @@ class Rollout:
     def check_finite(self) -> None:
         """NaN/Inf in the collect's observations or rewards is an error naming copies and steps."""
         rewards = self.buffer[DataKeys.REWARDS][:, : self.horizon, 0]
-        assert_finite({DataKeys.OBS: self.buffer[DataKeys.OBS], DataKeys.REWARDS: rewards}, env_name=self.env_name)
+        assert_finite({DataKeys.OBS: self.buffer[DataKeys.OBS], DataKeys.REWARDS: rewards},
+                      env_name=self.env_name)
 
     def fill_values(self, last_obs: Observation) -> None:
         """The values the advantages need: every observation's (or the bootstrap one's, when

@@ -12,7 +12,8 @@ from ..data import DataKeys
 from ..nn.ppo import copy_slices
 from .data_parallel import WholeBatch, pool_collect_stats, pooled_moments
 
-_WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max", "episodes/length_mean")
+_WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max",
+                 "episodes/length_mean")
 #: Completed episodes whose mean is ``episodes/return_mean`` (SB3's and rsl_rl's window).
 EPISODE_WINDOW = 100
 
@@ -27,7 +28,8 @@ def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def discounted_return_trace(rewards: torch.Tensor, initial: torch.Tensor, *, gamma: float,
-                            episode_ends: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                            episode_ends: torch.Tensor | None = None,
+                            out: torch.Tensor | None = None) -> torch.Tensor:
     """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` per copy ``[N, T]``
     from ``initial`` ``[N]``, restarting after an episode end: the "reversed discounted returns"
     whose std scales rewards (Engstrom et al. 2020, arXiv:2005.12729, as in rl8). The last column
@@ -72,8 +74,9 @@ def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_ret
     """``(return, length)`` ``[N, T]`` float64 of the episode each step belongs to, as of that
     step (the episode's totals where it ends), from ``[N, T]`` rewards and ``terminated |
     truncated``, and what each copy's ongoing episode had before the collect (``[N]``)."""
-    parts = [_episode_rows(rewards[rows], episode_ends[rows], carry_return[rows], carry_length[rows])
-             for rows in copy_slices(*rewards.shape, rewards.device)]
+    slices = copy_slices(*rewards.shape, rewards.device)
+    parts = [_episode_rows(rewards[r], episode_ends[r], carry_return[r], carry_length[r])
+             for r in slices]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
@@ -111,8 +114,9 @@ class CollectStatistics:
         window: Completed episodes the episode means cover.
     """
 
-    def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool, device: torch.device,
-                 whole: WholeBatch | None = None, window: int | None = EPISODE_WINDOW) -> None:
+    def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool,
+                 device: torch.device, whole: WholeBatch | None = None,
+                 window: int | None = EPISODE_WINDOW) -> None:
         self.gamma, self.normalize_rewards, self.window = gamma, normalize_rewards, window
         self.whole = whole or WholeBatch()
         self.discounted_return = torch.zeros(num_envs, device=device)
@@ -133,23 +137,29 @@ class CollectStatistics:
         returns, whose trace goes into the buffer's ``reversed_discounted_returns``."""
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
-        ends = (buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
-                if episodic else None)
+        ends = None
+        if episodic:
+            ends = buffer[DataKeys.TERMINATED][:, :horizon, 0]
+            ends = ends | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
         returns = rewards.sum(1)
         returns_std, returns_mean = torch.std_mean(returns, correction=0)
         rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
         rewards_min, rewards_max = extrema(rewards)
-        values = {"returns/min": returns.min(), "returns/max": returns.max(), "returns/mean": returns_mean,
-                  "returns/std": returns_std, "rewards/min": rewards_min, "rewards/max": rewards_max,
+        values = {"returns/min": returns.min(), "returns/max": returns.max(),
+                  "returns/mean": returns_mean, "returns/std": returns_std,
+                  "rewards/min": rewards_min, "rewards/max": rewards_max,
                   "rewards/mean": rewards_mean, "rewards/std": rewards_std}
         if self.normalize_rewards:
-            trace = discounted_return_trace(rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
-                                            out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0])
-            self.discounted_return = trace[:, -1] * (1.0 if ends is None else (~ends[:, -1]).float())
+            trace = discounted_return_trace(
+                rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
+                out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0])
+            self.discounted_return = trace[:,
+                                           -1] * (1.0 if ends is None else (~ends[:, -1]).float())
             values["coefficients/reward_scale"] = self.whole.population_std(trace)
         ended = None
         if ends is not None:
-            episode_return, episode_length = episode_returns(rewards, ends, self.episode_return, self.episode_length)
+            episode_return, episode_length = episode_returns(rewards, ends, self.episode_return,
+                    self.episode_length)
             running = ~ends[:, -1]
             self.episode_return = (episode_return[:, -1] * running).to(rewards.dtype)
             self.episode_length = episode_length[:, -1].long() * running
@@ -162,7 +172,8 @@ class CollectStatistics:
             stats.update(self._episode_window(*ended))
         return stats
 
-    def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor, lengths: torch.Tensor) -> dict[str, float]:
+    def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor,
+                        lengths: torch.Tensor) -> dict[str, float]:
         # Episodes in the order they ended (time, then copy), appended to the window.
         order = ends.t()
         new = torch.stack([returns.t()[order], lengths.t()[order]], dim=-1)
@@ -181,14 +192,16 @@ class CollectStatistics:
     def state_dict(self) -> dict[str, Any]:
         return {"discounted_return": self.discounted_return.cpu().clone(),
                 "episode_return": self.episode_return.cpu().clone(),
-                "episode_length": self.episode_length.cpu().clone(), "recent_episodes": self.recent.cpu().clone()}
+                "episode_length": self.episode_length.cpu().clone(),
+                "recent_episodes": self.recent.cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         device = self.discounted_return.device
         self.discounted_return = state["discounted_return"].to(device)
         self.episode_return = state["episode_return"].to(device)
         self.episode_length = state["episode_length"].to(device)
-        self.recent = state.get("recent_episodes", torch.zeros(0, 2, dtype=torch.float64)).to(device)
+        self.recent = state.get("recent_episodes",
+                                torch.zeros(0, 2, dtype=torch.float64)).to(device)
 
 
 def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
@@ -207,8 +220,9 @@ def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
         elif key.endswith("/max"):
             merged[key] = max(values)
         elif key.endswith("/std") and key.replace("/std", "/mean") in collects[0]:
-            means = [torch.tensor(c[key.replace("/std", "/mean")], dtype=torch.float64) for c in collects]
-            merged[key] = float(pooled_moments(means, [torch.tensor(v, dtype=torch.float64) for v in values])[1])
+            as_tensors = lambda xs: [torch.tensor(x, dtype=torch.float64) for x in xs]  # noqa: E731
+            means = as_tensors(c[key.replace("/std", "/mean")] for c in collects)
+            merged[key] = float(pooled_moments(means, as_tensors(values))[1])
         else:
             merged[key] = sum(values) / len(values)
     return merged

@@ -1,12 +1,10 @@
-"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD over the buffer, read one sample
-at a time from it (see :class:`~rl8lite.algorithms.buffer.UpdateBatch`).
+"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer.
 
 One minibatch step reads top to bottom in :meth:`PPOUpdate.minibatch_step`: gather, policy
-forward, loss (:func:`rl8lite.nn.ppo.ppo_loss`), backward, gradient norm, clip, optimizer
-step. Nothing inside a pass reads the device: the losses go to a device table, a non-finite
-loss or gradient skips the optimizer's step on the device (fused Adam/AdamW; other optimizers
-check on the host each step) and is raised once the pass is done. The step is compiled with
-``compile=True`` and captured as a CUDA graph on GPUs (:mod:`rl8lite.algorithms.graphs`).
+forward, loss (:func:`rl8lite.nn.ppo.ppo_loss`), backward, gradient norm, clip, optimizer step.
+Nothing inside a pass reads the device: losses go to a device table, and a non-finite loss or
+gradient skips the step on the device (fused Adam/AdamW; other optimizers check on the host)
+and is raised when the pass ends.
 """
 
 from __future__ import annotations
@@ -34,19 +32,16 @@ STATS = PPOLosses._fields
 
 @dataclass
 class UpdateResult:
-    """What one update did: sample-weighted means of its losses and monitors."""
+    """Sample-weighted means of the losses and monitors, passes taken, mean gradient norm."""
 
-    #: ``PPOLosses`` field -> mean over every sample of every pass taken.
     means: dict[str, float]
-    #: Passes over the buffer taken (fewer than ``num_sgd_iters`` after a KL early stop).
     passes: int
-    #: Mean gradient norm over the optimizer steps (before clipping).
     grad_norm: float
 
 
 def total_grad_norm(grads: list[torch.Tensor], *, device: Any = None) -> torch.Tensor:
-    """The L2 norm of all ``grads`` together (0-d; 0 on ``device`` for none), by foreach kernels
-    where they share a device and dtype (torch's own helper groups them in Python every call)."""
+    """The L2 norm of all ``grads`` together (0-d; 0 for none), by foreach kernels where they
+    share a device and dtype (torch's own helper groups them in Python on every call)."""
     if not grads:
         return torch.zeros((), device=device)
     if any(g.device != grads[0].device or g.dtype != grads[0].dtype for g in grads):
@@ -56,8 +51,8 @@ def total_grad_norm(grads: list[torch.Tensor], *, device: Any = None) -> torch.T
 
 
 def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch.Tensor) -> None:
-    """Scale the gradients of ``params`` by ``min(1, max_norm / (norm + 1e-6))`` in place
-    (``norm``: their total norm), as ``torch.nn.utils.clip_grads_with_norm_`` does."""
+    """Scale the gradients by ``min(1, max_norm / (norm + 1e-6))`` in place, as
+    ``torch.nn.utils.clip_grads_with_norm_`` does (``norm``: their total norm)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
@@ -71,62 +66,72 @@ class PPOUpdate:
     """``num_sgd_iters`` passes of minibatch SGD on the PPO loss.
 
     A minibatch's gradient is the mean over its samples, computed in chunks of at most
-    ``chunk_samples`` samples whose losses are weighted by their share: chunking never
-    changes the step.
+    ``chunk_samples`` samples weighted by their share: chunking never changes the step. With
+    several ranks each step averages the gradient over them, and the KL early stop and the
+    reported means cover every rank's samples.
 
     Args:
-        optimizer: Steps the policy's parameters.
+        optimizer: Steps the policy's ``params``.
         params: The policy's parameters (listed once).
         evaluate: ``(logp, entropy, values)`` of a chunk of update units under the policy.
         unit_length: Time steps per update unit (1, or ``seq_len`` for sequences).
         hparams: The algorithm's config.
         device: The algorithm's device.
         chunk_samples: Largest number of samples per forward/backward (``None``: whole minibatches).
-        ranks: The training processes: with several, each step averages the gradient over them
-            and the KL early stop and reported means cover every rank's samples.
+        ranks: The training processes (default: this one).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], evaluate: Evaluate, *,
-                 unit_length: int, hparams: AlgorithmConfig, device: torch.device, chunk_samples: int | None,
+    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
+                 evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,
+                 device: torch.device, chunk_samples: int | None,
                  ranks: Ranks | None = None) -> None:
         self.optimizer, self.params, self.evaluate = optimizer, params, evaluate
-        self.unit_length, self.hparams, self.device, self.chunk_samples = unit_length, hparams, device, chunk_samples
+        self.unit_length, self.hparams, self.device = unit_length, hparams, device
+        self.chunk_samples = chunk_samples
         self.ranks = ranks or Ranks()
         self.whole_batch = WholeBatch(self.ranks)
-        self.average_gradients = GradientAverager(params, self.ranks) if self.ranks.distributed else None
-        self.grad_scaler = torch.amp.GradScaler("cuda") if hparams.enable_amp and device.type == "cuda" else None
-        # Fused Adam/AdamW skip a step on the device when told a value is non-finite.
-        self.skips_on_device = self.grad_scaler is None and any(g.get("fused") for g in optimizer.param_groups)
-        #: Entropy coefficient, a tensor so that compiled or captured code reads its current value.
+        distributed = self.ranks.distributed
+        self.average_gradients = GradientAverager(params, self.ranks) if distributed else None
+        amp_on_cuda = hparams.enable_amp and device.type == "cuda"
+        self.grad_scaler = torch.amp.GradScaler("cuda") if amp_on_cuda else None
+        # fused Adam/AdamW skip a step on the device when told a value is non-finite
+        fused = any(group.get("fused") for group in optimizer.param_groups)
+        self.skips_on_device = self.grad_scaler is None and fused
+        # tensors, so that compiled or captured code reads their current values
         self.coeff = torch.zeros((), device=device)
-        #: The batch's advantage normalisation ``(mean, std + eps)``, copied in every update.
-        self.advantage_normalization = (torch.zeros((), device=device), torch.ones((), device=device))
-        #: Set on the device at the first non-finite loss (0) or gradient norm (1) of a pass.
+        self.advantage_normalization = (torch.zeros((), device=device),
+                                        torch.ones((), device=device))
+        #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
-        self.chunk_losses = torch.compile(self.chunk_losses_eager) if hparams.compile else self.chunk_losses_eager
-        self.step_fn: Callable[..., torch.Tensor] = torch.compile(self.minibatch_step) if hparams.compile else self.minibatch_step
+        compiled = hparams.compile
+        eager = self.chunk_losses_eager
+        self.chunk_losses = torch.compile(eager) if compiled else eager
+        self.step_fn: Callable[..., torch.Tensor] = (
+            torch.compile(self.minibatch_step) if compiled else self.minibatch_step)
 
     # ------------------------------------------------------------------ the passes
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
-        """The passes over ``batch``; early stop once a pass's mean KL exceeds ``1.5 * target_kl_div``."""
+        """The passes over ``batch``, stopped early once a pass's mean KL exceeds
+        ``1.5 * target_kl_div``."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit  # update units: time steps or sequences
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
         chunk = max(1, (self.chunk_samples or minibatch * unit) // unit)
         self.coeff.fill_(entropy_coeff)
-        if batch.advantage_normalization is not None:  # into tensors a captured step keeps reading
+        if batch.advantage_normalization is not None:  # into the tensors a captured step reads
             for static, value in zip(self.advantage_normalization, batch.advantage_normalization):
                 static.copy_(value)
             batch.advantage_normalization = self.advantage_normalization
-        # Per chunk, its losses and monitors in a row of a preallocated table, summed
-        # sample-weighted once at the end.
-        chunks_per_pass = sum(math.ceil(min(minibatch, size - m) / chunk) for m in range(0, size, minibatch))
-        table = torch.empty(hp.num_sgd_iters * chunks_per_pass, len(STATS), device=self.device, dtype=torch.float64)
-        steps_per_pass = 1 if hp.accumulate_grads else math.ceil(size / minibatch)
-        # A pass of one optimizer step takes the mean gradient of every sample: no shuffle.
+        chunks = sum(math.ceil(min(minibatch, size - m) / chunk)
+                     for m in range(0, size, minibatch))
+        table = torch.empty(hp.num_sgd_iters * chunks, len(STATS), device=self.device,
+                            dtype=torch.float64)
+        accumulate = hp.accumulate_grads
+        # a pass of one optimizer step takes the mean gradient of every sample: no shuffle
+        shuffle = hp.shuffle_minibatches and not accumulate and size > minibatch
         dtype = index_dtype(hp.num_envs * (hp.horizon + 1))
-        order = torch.empty(size, device=self.device, dtype=dtype) if hp.shuffle_minibatches and steps_per_pass > 1 else None
+        order = torch.empty(size, device=self.device, dtype=dtype) if shuffle else None
         counts: list[int] = []
         norms: list[torch.Tensor] = []
         passes = 0
@@ -134,71 +139,79 @@ class PPOUpdate:
             if order is not None:
                 torch.randperm(size, out=order)
             pass_start = first = len(counts)
-            if hp.accumulate_grads:
+            if accumulate:
                 self.zero_grad()
             for mb_start in range(0, size, minibatch):
                 mb_size = min(minibatch, size - mb_start)
-                units = (order[mb_start : mb_start + mb_size] if order is not None
-                         else torch.arange(mb_start, mb_start + mb_size, device=self.device, dtype=dtype))
-                if not hp.accumulate_grads and mb_size <= chunk:  # the whole step in one function
+                mb_end = mb_start + mb_size
+                units = (order[mb_start:mb_end] if order is not None else
+                         torch.arange(mb_start, mb_end, device=self.device, dtype=dtype))
+                if not accumulate and mb_size <= chunk:  # the whole step in one function
                     norms.append(self.step_fn(batch, units, table[len(counts)]))
                     counts.append(mb_size * unit)
                     continue
-                if not hp.accumulate_grads:
+                if not accumulate:
                     self.zero_grad()
                     first = len(counts)
                 for c_start in range(0, mb_size, chunk):
                     c_units = units[c_start : c_start + chunk]
-                    share = c_units.shape[0] / (size if hp.accumulate_grads else mb_size)
+                    share = c_units.shape[0] / (size if accumulate else mb_size)
                     self.accumulate(batch, c_units, table[len(counts)], share)
                     counts.append(c_units.shape[0] * unit)
-                if not hp.accumulate_grads:
+                if not accumulate:
                     norms.append(self.apply_gradients(table[first : len(counts), 0]))
-            if hp.accumulate_grads:
+            if accumulate:
                 norms.append(self.apply_gradients(table[first : len(counts), 0]))
             passes += 1
-            if self._pass_ends_training(table[pass_start : len(counts)], counts[pass_start:], size * unit):
+            rows = table[pass_start : len(counts)]
+            if self._pass_ends_training(rows, counts[pass_start:], size * unit):
                 break
         grad_norm = float(torch.stack(norms).mean()) if norms else 0.0
         sums = self.whole_batch.sums(self._weighted_sums(table[: len(counts)], counts))
         samples = float(sum(counts) * self.ranks.world_size)
-        return UpdateResult({name: float(total / samples) for name, total in zip(STATS, sums)}, passes, grad_norm)
+        means = {name: float(total / samples) for name, total in zip(STATS, sums)}
+        return UpdateResult(means, passes, grad_norm)
 
     def _pass_ends_training(self, rows: torch.Tensor, counts: list[int], samples: int) -> bool:
-        """After a pass: raise a non-finite error it met; whether the KL early stop ends the update."""
+        """After a pass: raise the non-finite error it met; whether the KL early stop ends it."""
         self._raise_if_failed()
         target = self.hparams.target_kl_div
         if target is None:
             return False
-        (kl_sum,) = self.whole_batch.sums([self._weighted_sums(rows, counts)[STATS.index("kl_div")]])
+        kl_sum = self._weighted_sums(rows, counts)[STATS.index("kl_div")]
+        (kl_sum,) = self.whole_batch.sums([kl_sum])
         return kl_sum / (samples * self.ranks.world_size) > 1.5 * target
 
     # ------------------------------------------------------------------ one minibatch step
-    def minibatch_step(self, batch: UpdateBatch, units: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-        """One optimizer step on the update units ``units`` (one chunk): their losses and monitors
-        into ``row``; returns the gradient norm before clipping."""
+    def minibatch_step(self, batch: UpdateBatch, units: torch.Tensor,
+                       row: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on the update units ``units`` (one chunk), their losses and
+        monitors written into ``row``; returns the gradient norm before clipping."""
         self.zero_grad()
         total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
         self._backward(total)
         return self.apply_gradients(row[:1])
 
-    def accumulate(self, batch: UpdateBatch, units: torch.Tensor, row: torch.Tensor, share: float) -> None:
+    def accumulate(self, batch: UpdateBatch, units: torch.Tensor, row: torch.Tensor,
+                   share: float) -> None:
         """Add the gradient of one chunk's loss, weighted by its ``share`` of the step's samples."""
         total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
         self._backward(total if share == 1 else total * share)
 
-    def chunk_losses_eager(self, chunk: dict[str, Any], entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def chunk_losses_eager(self, chunk: dict[str, Any],
+                           entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(total loss, report)`` of one chunk: the loss the gradient is taken of, and its losses
-        and monitors recomputed in float64 (a reported mean near zero is a difference of large terms)."""
+        and monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
         hp = self.hparams
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
             inputs = {"logp": logp.float(), "old_logp": chunk[DataKeys.LOGP].reshape(-1, 1),
-                      "advantages": chunk[DataKeys.ADVANTAGES].reshape(-1, 1), "values": values.float(),
-                      "old_values": chunk[DataKeys.VALUES].reshape(-1, 1),
+                      "advantages": chunk[DataKeys.ADVANTAGES].reshape(-1, 1),
+                      "values": values.float(), "old_values": chunk[DataKeys.VALUES].reshape(-1, 1),
                       "returns": chunk[DataKeys.RETURNS].reshape(-1, 1), "entropy": entropy.float()}
             options = {"clip_param": hp.clip_param, "dual_clip_param": hp.dual_clip_param,
-                       "vf_clip_param": hp.vf_clip_param, "vf_coeff": hp.vf_coeff, "vf_loss": hp.vf_loss}
+                       "vf_clip_param": hp.vf_clip_param, "vf_coeff": hp.vf_coeff,
+                       "vf_loss": hp.vf_loss}
             total = ppo_loss(**inputs, entropy_coeff=entropy_coeff, **options).total
         with torch.no_grad():
             wide = {name: x.detach().double() for name, x in inputs.items()}
@@ -213,7 +226,8 @@ class PPOUpdate:
 
     def apply_gradients(self, losses: torch.Tensor) -> torch.Tensor:
         """Average over ranks, take the norm, skip the step from a non-finite loss or gradient on
-        (parameters untouched from there), clip, step. ``losses``: the step's chunks' total losses."""
+        (parameters untouched from there), clip, step; return the norm. ``losses``: the total
+        losses of the step's chunks."""
         if self.average_gradients is not None:  # every rank's loss: every rank decides alike
             losses = self.average_gradients(losses.sum()).reshape(1)
         params = [p for p in self.params if p.grad is not None]
@@ -221,15 +235,17 @@ class PPOUpdate:
             self.grad_scaler.unscale_(self.optimizer)
         norm = total_grad_norm([p.grad for p in params], device=self.device)
         if self.skips_on_device:
-            # The loss is fp32 (even under autocast); fp16 gradients are the grad scaler's business.
+            # the loss is fp32 even under autocast; fp16 gradients are the grad scaler's business
             self.failed[0] |= ~torch.isfinite(losses).all()
             self.failed[1] |= ~torch.isfinite(norm)
             self.found_inf.copy_(self.failed.any())
             self.optimizer.found_inf = self.found_inf  # read by fused Adam/AdamW's step
-        elif not bool(torch.isfinite(losses if self.grad_scaler is not None else torch.cat([losses, norm.reshape(1)])).all()):
-            self.failed[0] = not bool(torch.isfinite(losses).all())
-            self.failed[1] = True
-            self._raise_if_failed()
+        else:
+            checked = losses if self.grad_scaler is not None else torch.cat([losses, norm[None]])
+            if not bool(torch.isfinite(checked).all()):
+                self.failed[0] = not bool(torch.isfinite(losses).all())
+                self.failed[1] = True
+                self._raise_if_failed()
         if self.hparams.max_grad_norm is not None:
             clip_grads_to_norm_(params, self.hparams.max_grad_norm, norm)
         if self.grad_scaler is not None:
@@ -245,16 +261,17 @@ class PPOUpdate:
             return
         self.failed.zero_()
         self.found_inf.zero_()
-        what = ("non-finite loss (NaN or Inf) in the policy update: the returns, values, advantages or"
-                " log-probabilities hold NaN/Inf" if loss else "non-finite gradient norm (NaN or Inf) in the"
-                " policy update, with a finite loss: the model's backward pass overflowed")
-        raise NonFiniteError(f"{what}. No optimizer step was taken from that minibatch on (earlier ones were).")
+        what = ("non-finite loss (NaN or Inf) in the policy update: the returns, values, advantages"
+                " or log-probabilities hold NaN/Inf" if loss else "non-finite gradient norm (NaN or"
+                " Inf) in the policy update, with a finite loss: the model's backward overflowed")
+        raise NonFiniteError(f"{what}. No optimizer step was taken from that minibatch on"
+                             " (earlier ones were).")
 
     # ------------------------------------------------------------------ mixed precision
     def recompute_old_logp(self, batch: UpdateBatch) -> None:
-        """Recompute the buffer's log-probabilities as the update will, under autocast: a
-        Gaussian's log-probability at a bf16/fp16 mean is far off at small stds, and the PPO ratio
-        would not start at 1. The random stream is left as it was."""
+        """Recompute the buffer's log-probabilities under autocast, as the update will compute
+        them: a Gaussian's at a bf16/fp16 mean is far off at small stds, and the PPO ratio would
+        not start at 1. The random stream is left as it was."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit
         chunk = max(1, (self.chunk_samples or size * unit) // unit)
@@ -263,7 +280,8 @@ class PPOUpdate:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.no_grad(), torch.random.fork_rng(devices=devices), self.autocast():
             for start in range(0, size, chunk):
-                units = torch.arange(start, min(start + chunk, size), device=self.device, dtype=dtype)
+                units = torch.arange(start, min(start + chunk, size), device=self.device,
+                                     dtype=dtype)
                 logp = self.evaluate(batch.gather(units))[0]
                 logp_rows[batch.unit_rows(units).reshape(-1)] = logp.float().reshape(-1, 1)
 
@@ -271,7 +289,8 @@ class PPOUpdate:
         """bf16 (CPU) or fp16 (CUDA) autocast with ``enable_amp``, else nothing."""
         if not self.hparams.enable_amp:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=torch.float16 if self.device.type == "cuda" else torch.bfloat16)
+        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def _weighted_sums(self, stats: torch.Tensor, counts: list[int]) -> list[float]:
         """``sum_chunks count * stat`` per stat (float64), from ``[chunks, stats]`` chunk means."""

@@ -30,14 +30,16 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys
-from ..specs import Composite, Spec
 from ..policies import Policy
+from ..specs import Composite, Spec
 from ..views import PaddedRollingWindow, episode_steps, window_at_last_step
 from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows, index_dtype
-from .carries import Feedforward
-from .config import ConfigError
+from .carries import Feedforward, Recurrence, Recurrent
+from .config import ConfigError, RecurrentAlgorithmConfig
 
 Observation = torch.Tensor | TensorDict
+Pair = tuple[torch.Tensor, torch.Tensor]
+Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Path = tuple[str, ...]
 
 
@@ -82,27 +84,23 @@ def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
     requirements = getattr(model, "view_requirements", None) or {}
     leaves = observation_paths(observation_spec)
     sizes: dict[Path, int] = {}
+    name = type(model).__name__
     for key, requirement in requirements.items():
         parts = (key,) if isinstance(key, str) else tuple(key)
         if parts[0] != DataKeys.OBS:
-            raise ConfigError(
-                f"{type(model).__name__}.view_requirements key {key!r}: the algorithm windows observations"
-                f" only ('obs' or ('obs', key, ...))"
-            )
+            raise ConfigError(f"{name}.view_requirements key {key!r}: the algorithm windows"
+                              " observations only ('obs' or ('obs', key, ...))")
         path = parts[1:]
         covered = [leaf for leaf in leaves if leaf[: len(path)] == path]
         if not covered:
             known = sorted(".".join(("obs", *leaf)) for leaf in leaves)
-            raise ConfigError(
-                f"{type(model).__name__}.view_requirements key {key!r} is not in the observation"
-                f" spec, whose entries are {known}"
-            )
+            raise ConfigError(f"{name}.view_requirements key {key!r} is not in the observation"
+                              f" spec, whose entries are {known}")
         if requirement.shift and requirement.method is not PaddedRollingWindow:
             raise ConfigError(
-                f"{type(model).__name__}.view_requirements[{key!r}] uses {requirement.method.__name__},"
-                " which drops the first `shift` steps of every sequence; a collect acts at every step:"
-                " use method='padded_rolling_window'"
-            )
+                f"{name}.view_requirements[{key!r}] uses {requirement.method.__name__}, which drops"
+                " the first `shift` steps of every sequence; a collect acts at every step: use"
+                " method='padded_rolling_window'")
         for leaf in covered:
             sizes[leaf] = requirement.shift + 1
     return [WindowedEntry(path, size) for path, size in sizes.items() if size > 1]
@@ -112,7 +110,8 @@ def _entry(obs: Observation, path: Path) -> torch.Tensor:
     return obs if not path else obs.get(path)
 
 
-def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False, zeroed: bool = False) -> TensorDict:
+def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False,
+            zeroed: bool = False) -> TensorDict:
     """``{INPUTS: window with zeros at padding, PADDING_MASK: padding}``, batch ``[B, size]``;
     ``inplace`` zeroes ``window`` itself (a gathered copy), ``zeroed`` says it has zeros there
     already, else a new tensor."""
@@ -120,7 +119,8 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
         mask = padding.reshape(*padding.shape, *[1] * (window.dim() - 2))
         window = window.masked_fill_(mask, 0) if inplace else window.masked_fill(mask, 0)
     # Unvalidated construction (the shapes are right by construction): a few us per step or chunk.
-    return TensorDict._new_unsafe({DataKeys.INPUTS: window, DataKeys.PADDING_MASK: padding}, batch_size=padding.shape)
+    return TensorDict._new_unsafe({DataKeys.INPUTS: window, DataKeys.PADDING_MASK: padding},
+                                  batch_size=padding.shape)
 
 
 class Windowed(Feedforward):
@@ -135,10 +135,8 @@ class Windowed(Feedforward):
         compile_sampling: ``torch.compile`` the sampling step.
     """
 
-    def __init__(
-        self, policy: Policy, buffer: TensorDict, entries: list[WindowedEntry], chunk_rows: int | None, *,
-        compile_sampling: bool = False,
-    ) -> None:
+    def __init__(self, policy: Policy, buffer: TensorDict, entries: list[WindowedEntry],
+                 chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
         num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.num_envs, self.entries = buffer, num_envs, entries
@@ -149,12 +147,13 @@ class Windowed(Feedforward):
         self.positions: dict[Path, torch.Tensor] = {}
         self.first_rows: dict[Path, torch.Tensor] = {}
         #: dtype of store row indices: int32 where every row of every store fits.
-        self.index_dtype = index_dtype(max(num_envs * (entry.size + horizon) + 1 for entry in entries))
+        largest = max(num_envs * (entry.size + horizon) + 1 for entry in entries)
+        self.index_dtype = index_dtype(largest)
         for entry in entries:
             history = entry.size - 1
             current = _entry(buffer[DataKeys.OBS], entry.path)
             length = history + horizon + 1
-            # One row of zeros after the store's rows: padding steps of gathered windows point there.
+            # a row of zeros after the store's: padding steps of gathered windows point there
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
             store = rows[:-1].view(num_envs, length, *current.shape[2:])
             store[:, history:] = current
@@ -166,9 +165,11 @@ class Windowed(Feedforward):
             self.stores[entry.path] = store
             #: Steps back from a window's last step, per window position: ``size - 1, ..., 0``.
             self.offsets[entry.path] = torch.arange(history, -1, -1, device=device)
-            self.positions[entry.path] = torch.arange(entry.size, device=device, dtype=self.index_dtype)
-            #: The store row each buffer row's window starts at: ``n * length + c`` for copy ``n``, column ``c``.
-            starts = torch.arange(num_envs, device=device)[:, None] * length + torch.arange(horizon + 1, device=device)
+            self.positions[entry.path] = torch.arange(entry.size, device=device,
+                                                      dtype=self.index_dtype)
+            # the store row each buffer row's window starts at: n * length + c (copy n, column c)
+            starts = (torch.arange(num_envs, device=device)[:, None] * length
+                      + torch.arange(horizon + 1, device=device))
             self.first_rows[entry.path] = starts.reshape(-1).to(self.index_dtype)
         #: Largest episode index that matters: a window of ``size`` needs ``size - 1`` steps.
         self.cap = max(entry.size for entry in entries) - 1
@@ -200,10 +201,11 @@ class Windowed(Feedforward):
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         return super().act(self._inputs_at(obs, t), t, deterministic)
 
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair:
         return super().sample(self._inputs_at(obs, t), t, deterministic)
 
-    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor, final_obs: Any) -> None:
+    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
+                 final_obs: Any) -> None:
         self.start.masked_fill_((terminated | truncated).reshape(-1), t + 1)
 
     def values(self, obs: Observation) -> torch.Tensor:
@@ -224,7 +226,8 @@ class Windowed(Feedforward):
     def episode_steps(self) -> torch.Tensor:
         """``[N, T + 1]`` index of each buffered observation in its episode."""
         horizon = self.horizon
-        ends = self.buffer[DataKeys.TERMINATED][:, :horizon, 0] | self.buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        ends = self.buffer[DataKeys.TERMINATED][:, :horizon, 0] | self.buffer[DataKeys.TRUNCATED][:,
+                :horizon, 0]
         return episode_steps(ends, initial=self.initial)
 
     def rows(self) -> WindowRows:
@@ -234,7 +237,8 @@ class Windowed(Feedforward):
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
         self.fill_values_of_rows(self.rows(), values_buf)
 
-    def final_obs_values(self, final_obs: Any, copies: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
+                         steps: torch.Tensor) -> torch.Tensor:
         """V(final_obs) of truncated copies: each window is the one ending at the step before
         the episode's end, shifted by one, with the final observation last."""
         before = self.episode_steps()[copies, steps].unsqueeze(-1)
@@ -242,19 +246,24 @@ class Windowed(Feedforward):
         for entry in self.entries:
             earlier = _all_windows(self.stores[entry.path], entry.size)[copies, steps, 1:]
             window = torch.cat([earlier, _entry(final_obs, entry.path).unsqueeze(1)], dim=1)
-            windows[entry.path] = _padded(window, self.offsets[entry.path] > before + 1, inplace=True)
+            windows[entry.path] = _padded(window, self.offsets[entry.path] > before + 1,
+                                          inplace=True)
         return Feedforward.values(self, _with_windows(final_obs, windows))
 
-    def update_batch(self, buffer: TensorDict, normalization: tuple[torch.Tensor, torch.Tensor] | None) -> UpdateBatch:
-        rows: dict[str, Any] = {key: flat_rows(buffer[key]) for key in UPDATE_KEYS if key != DataKeys.OBS}
+    def update_batch(self, buffer: TensorDict,
+                     normalization: Pair | None) -> UpdateBatch:
+        rows: dict[str, Any] = {key: flat_rows(buffer[key]) for key in UPDATE_KEYS
+                                if key != DataKeys.OBS}
         rows[DataKeys.OBS] = self.rows()
-        return UpdateBatch(rows=rows, units={}, unit_rows=self.unit_rows, advantage_normalization=normalization)
+        return UpdateBatch(rows=rows, units={}, unit_rows=self.unit_rows,
+                           advantage_normalization=normalization)
 
     def first_step_inputs(self, obs: Observation) -> Observation:
         """What the model sees at an episode's first step: windows of padding and ``obs``."""
         windows = {}
         for entry in self.entries:
-            windows[entry.path] = window_at_last_step(_entry(obs, entry.path).unsqueeze(1), entry.size)
+            windows[entry.path] = window_at_last_step(_entry(obs, entry.path).unsqueeze(1),
+                                                      entry.size)
         return _with_windows(obs, windows)
 
     # ------------------------------------------------------------------ checkpoints
@@ -262,19 +271,18 @@ class Windowed(Feedforward):
         history = sum(s[:, : s.shape[1] - self.horizon - 1].nbytes for s in self.stores.values())
         return history + self.start.nbytes + self.initial.nbytes
 
+    def _history(self, store: torch.Tensor) -> torch.Tensor:
+        return store[:, : store.shape[1] - self.horizon - 1]
+
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "history": {
-                ".".join((DataKeys.OBS, *path)): store[:, : store.shape[1] - self.horizon - 1].cpu().clone()
-                for path, store in self.stores.items()
-            },
-            "start": self.start.cpu().clone(),
-            "initial": self.initial.cpu().clone(),
-        }
+        history = {".".join((DataKeys.OBS, *path)): self._history(store).cpu().clone()
+                   for path, store in self.stores.items()}
+        return {"history": history, "start": self.start.cpu().clone(),
+                "initial": self.initial.cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for path, store in self.stores.items():
-            store[:, : store.shape[1] - self.horizon - 1].copy_(state["history"][".".join((DataKeys.OBS, *path))])
+            self._history(store).copy_(state["history"][".".join((DataKeys.OBS, *path))])
         self.start.copy_(state["start"])
         self.initial.copy_(state["initial"])
 
@@ -308,7 +316,8 @@ def _select_rows(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return as_scalars.index_select(0, index).view(rows.dtype).view(-1, *rows.shape[1:])
 
 
-_SCALAR_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.complex128}
+_SCALAR_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64,
+                   16: torch.complex128}
 
 
 class WindowRows:
@@ -351,9 +360,11 @@ class WindowRows:
             # measured 1.5-2x slower: elementwise passes over every gathered value.)
             store_rows = self.windowed.rows_with_zeros[entry.path]
             padding = self.windowed.offsets[entry.path] > steps
-            index = self.windowed.first_rows[entry.path].index_select(0, rows).unsqueeze(-1) + self.windowed.positions[entry.path]
+            index = self.windowed.first_rows[entry.path].index_select(0,
+                    rows).unsqueeze(-1) + self.windowed.positions[entry.path]
             index.masked_fill_(padding, store_rows.shape[0] - 1)
-            window = _select_rows(store_rows, index.reshape(-1)).view(*index.shape, *store_rows.shape[1:])
+            window = _select_rows(store_rows, index.reshape(-1)).view(*index.shape,
+                    *store_rows.shape[1:])
             windows[entry.path] = _padded(window, padding, zeroed=True)
         if () in windows:
             return windows[()]
@@ -363,3 +374,29 @@ class WindowRows:
         for path, window in windows.items():
             out.set(path, window)
         return out
+
+
+def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None,
+              buffer: TensorDict, observation_spec: Any) -> Recurrence:
+    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else
+    :class:`Windowed` for a model whose view requirements window observations, else
+    :class:`Feedforward`."""
+    entries = plan_windows(policy.model, observation_spec)
+    if not policy.recurrent:
+        # compiled sampling measured slower than eager on CPUs
+        compile_sampling = config.compile and device.type != "cpu"
+        if entries:
+            return Windowed(policy, buffer, entries, chunk_rows, compile_sampling=compile_sampling)
+        return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
+    name = type(policy.model).__name__
+    if not isinstance(config, RecurrentAlgorithmConfig):
+        raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
+                          " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset")
+    if entries:
+        windowed = sorted(".".join(("obs", *e.path)) for e in entries)
+        raise ConfigError(f"{name} is a RecurrentModel with view requirements that window"
+                          f" {windowed}: a recurrent model sees the past through its state; use"
+                          " shift=0, or a feedforward Model")
+    return Recurrent(policy, num_envs=config.num_envs, horizon=config.horizon,
+                     seq_len=config.seq_len, seqs_per_state_reset=config.seqs_per_state_reset,
+                     chunk_rows=chunk_rows, device=device)

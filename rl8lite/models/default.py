@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -97,7 +98,7 @@ def mlp(in_features: int, hiddens: Sequence[int], out_features: int, activation:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}")
     layers: list[nn.Module] = []
     widths = [in_features, *hiddens, out_features]
-    for i, (width, out) in enumerate(zip(widths[:-1], widths[1:])):
+    for i, (width, out) in enumerate(itertools.pairwise(widths)):
         linear = Linear(width, out)
         nn.init.orthogonal_(linear.weight, out_gain if i == len(hiddens) else math.sqrt(2))
         nn.init.zeros_(linear.bias)

@@ -42,7 +42,12 @@ from typing import Any
 import yaml
 
 from ..algorithms import Algorithm
-from ..algorithms.config import AlgorithmConfig, RecurrentAlgorithmConfig, config_fields, unknown_fields
+from ..algorithms.config import (
+    AlgorithmConfig,
+    RecurrentAlgorithmConfig,
+    config_fields,
+    unknown_fields,
+)
 from ..env import Env, import_env_class
 from ..runtime.imports import import_dotted_path
 from .trainer import Trainer
@@ -249,7 +254,7 @@ def _read_mapping(p: Path) -> dict[str, Any]:
             raise TrainConfigError(f"{p} is not valid JSON: {e}") from None
     else:
         try:
-            data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=_Loader)
         except yaml.YAMLError as e:
             raise TrainConfigError(f"{p} is not valid YAML: {_yaml_problem(e)}") from None
         except ValueError as e:  # a value YAML cannot construct, e.g. the date 2024-13-01

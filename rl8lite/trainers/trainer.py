@@ -13,18 +13,21 @@ import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NoReturn, TextIO
+
+from typing_extensions import Self
 
 from .. import tracking
 from ..algorithms import Algorithm
 from ..algorithms.config import check_int
+from ..algorithms.windowed import windows_seen
 from ..conditions import Condition
 from ..env import Env
 from ..runtime import checkpoint_files as files
 from ..runtime.distributed import DistributedError, Ranks, process_rank, shares_failures
 from ..runtime.signals import SignalRequests
 from ..tracking.export import ExportError
-from ..algorithms.windowed import windows_seen
 from . import checkpoints
 from .videos import Filming, film_instance, log_video
 
@@ -161,7 +164,7 @@ class Trainer:
                     stats = self.step(env_config=env_config)
                     self._report(stats)
                     steps = self.state["algorithm/steps"]
-                    stop, stop_signal, checkpoint = self._agree(any([c(stats) for c in conditions]), requests)
+                    stop, stop_signal, checkpoint = self._agree(any([c(stats) for c in conditions]), requests)  # noqa: C419 - every condition sees every step
                     if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
                         self.eval(env_config=eval_env_config)
                     # after the eval: a resumed run continues exactly where this one was
@@ -415,10 +418,10 @@ class Trainer:
         with SignalRequests():  # the handlers only record a signal
             self.tracker.end(status, message=message)
 
-    def __enter__(self) -> Trainer:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         elif issubclass(exc_type, KeyboardInterrupt):
