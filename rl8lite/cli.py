@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer."
     )
-    parser.add_argument("--version", action="version", version=f"rl8lite {package_version('rl8lite')}")
+    parser.add_argument("--version", action="version",
+                        version=f"rl8lite {package_version('rl8lite')}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = commands.add_parser(
         "train",
@@ -251,7 +252,8 @@ def _train(args: argparse.Namespace) -> int:
             status = 130
         if args.save is not None and ranks.is_main:
             save_policy(algorithm, args.save)
-            print(f"rl8lite: saved the policy to {args.save} (load it with mlflow.pyfunc.load_model)")
+            print(f"rl8lite: saved the policy to {args.save}"
+                  " (load it with mlflow.pyfunc.load_model)")
     finally:
         algorithm.close()  # e.g. a Gymnasium env's worker processes
     return status

@@ -1,4 +1,4 @@
-"""The CartPole demo: train until solved, evaluate under other physics, record a video, print the UI command.
+"""The CartPole demo: train until solved, evaluate under other physics, film, print the UI command.
 
 Run it with ``python -m rl8lite.demo`` (``--help`` for options).
 """
@@ -22,14 +22,17 @@ EVAL_CONFIGS = {
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(prog="python -m rl8lite.demo", description=__doc__)
-    parser.add_argument("--max-steps", type=int, default=500_000, help="env steps before giving up (default 500000)")
+    parser.add_argument("--max-steps", type=int, default=500_000,
+                        help="env steps before giving up (default 500000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--experiment-name", default="CartPole", help="MLflow experiment (default CartPole)")
+    parser.add_argument("--experiment-name", default="CartPole",
+                        help="MLflow experiment (default CartPole)")
     args = parser.parse_args(argv)
 
     algorithm = Algorithm(CartPole, seed=args.seed, **CARTPOLE)
     with Trainer(algorithm, experiment_name=args.experiment_name, run_name="demo") as trainer:
-        print(f"Training CartPole: {algorithm.hparams.num_envs} envs x {algorithm.hparams.horizon} steps per collect")
+        hp = algorithm.hparams
+        print(f"Training CartPole: {hp.num_envs} envs x {hp.horizon} steps per collect")
         trainer.run(
             stop_conditions=[
                 Or([
@@ -46,7 +49,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         for name, config in EVAL_CONFIGS.items():
             stats = trainer.eval(env_config=config, name=name)
             results[name] = stats
-            print(f"eval {name:>15}: mean episode return {stats[f'eval/{name}/episodes/return_mean']:.1f}")
+            mean = stats[f"eval/{name}/episodes/return_mean"]
+            print(f"eval {name:>15}: mean episode return {mean:.1f}")
         video = trainer.record_video(name="demo")
         print(f"\nA video of the trained policy is in the run's artifacts: {video}")
         tracker = trainer.tracker

@@ -1,4 +1,4 @@
-"""Policies (rl8's ``rl8.policies``): a model and the action distribution built from its features.
+"""Policies (rl8's ``rl8.policies``): a model and the action distribution of its features.
 
 :class:`Policy` is what an algorithm holds as ``algorithm.policy``. The collect and the update
 call one method per job (:meth:`Policy.act`, :meth:`Policy.sample_actions`,
@@ -16,7 +16,7 @@ Examples:
     >>> env = DiscreteDummyEnv(1)
     >>> policy = Policy(env.observation_spec, env.action_spec)
     >>> batch = TensorDict({DataKeys.OBS: env.observation_spec.rand([8, 4])}, batch_size=[8, 4])
-    >>> out = policy.sample(batch, return_logp=True, return_values=True)  # at each sequence's last step
+    >>> out = policy.sample(batch, return_logp=True, return_values=True)  # at each last step
     >>> out[DataKeys.ACTIONS].shape, out[DataKeys.VALUES].shape
     (torch.Size([8, 1]), torch.Size([8, 1]))
     >>> policy.sample(batch, kind="all")[DataKeys.ACTIONS].shape  # at every step
@@ -76,10 +76,11 @@ class Policy(nn.Module):
     ) -> None:
         super().__init__()
         if model is not None and model_cls is not None:
-            raise ValueError("`model` and `model_cls` are mutually exclusive: pass one or the other")
+            raise ValueError("`model` and `model_cls` are mutually exclusive: pass one of them")
         distribution_cls = distribution_cls or default_distribution_cls(action_spec)
         if model is None and model_cls is None:
-            model = default_model(self.default_model_cls, observation_spec, action_spec, distribution_cls, model_config)
+            model = default_model(self.default_model_cls, observation_spec, action_spec,
+                                  distribution_cls, model_config)
         elif model is None:
             model = model_cls(observation_spec, action_spec, **(model_config or {}))
         self.model = model
@@ -115,7 +116,7 @@ class Policy(nn.Module):
                 and not model._forward_pre_hooks and "forward" not in vars(model))
 
     def distribution(self, features: torch.Tensor, obs: Observation) -> Distribution:
-        """The action distribution of ``features``, masked by ``obs``'s action mask if it has one."""
+        """The action distribution of ``features``, masked by ``obs``'s action mask if any."""
         mask = obs.get(DataKeys.ACTION_MASK, None) if isinstance(obs, TensorDict) else None
         if isinstance(mask, TensorDict):  # a windowed action mask: the current step's
             mask = mask[DataKeys.INPUTS][:, -1]
@@ -127,7 +128,8 @@ class Policy(nn.Module):
         features, values = self.network(obs)
         return (*self._draw(self.distribution(features, obs), deterministic), values)
 
-    def sample_actions(self, obs: Observation, *, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_actions(self, obs: Observation, *,
+                       deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(actions, logp)``, from the features alone when the model is :attr:`separable`."""
         network = self.network
         features = network.forward_features(obs) if self.separable else network(obs)[0]
@@ -209,13 +211,15 @@ class Policy(nn.Module):
             return_actions, return_logp, return_values, return_views: What to return besides
                 ``DataKeys.FEATURES``.
         """
-        views = batch[DataKeys.VIEWS] if DataKeys.VIEWS in batch.keys() else self.model_inputs(batch, kind)
+        has_views = DataKeys.VIEWS in batch.keys()
+        views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
         obs = views[DataKeys.OBS]
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             features_td, features, values = self._features(obs)
-            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[features.shape[0]], device=batch.device)
+            out = _output_batch(batch, features.shape[0], inplace)
             out[DataKeys.FEATURES] = features_td
-            self._outputs(out, features, obs, values, deterministic, return_actions, return_logp, return_values)
+            self._outputs(out, features, obs, values, deterministic, return_actions, return_logp,
+                          return_values)
             if return_views:
                 out[DataKeys.VIEWS] = views
         return out
@@ -242,11 +246,12 @@ class Policy(nn.Module):
             features_td, values = network.features_and_values(obs)
             return features_td, flat_features(features_td, model_name=network.name), values
         features, values = network(obs)
-        return TensorDict({DataKeys.FEATURES: features}, batch_size=[features.shape[0]]), features, values
+        features_td = TensorDict({DataKeys.FEATURES: features}, batch_size=[features.shape[0]])
+        return features_td, features, values
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
-        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model serving
-        it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
+        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model
+        serving it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
         ``log_policy`` (a ``torch.export`` program) is the recommended saved policy."""
         from .tracking.rl8_policy_model import pickle_policy
 
@@ -283,10 +288,10 @@ class RecurrentPolicy(Policy):
                 features.append(step_features)
                 values.append(step_values)
             flat = _steps_as_rows(features)
-            out = batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows * steps], device=batch.device)
-            out[DataKeys.FEATURES] = TensorDict({DataKeys.FEATURES: flat}, batch_size=[rows * steps])
-            self._outputs(out, flat, obs.flatten(0, 1), _steps_as_rows(values), deterministic, return_actions,
-                          return_logp, return_values)
+            out = _output_batch(batch, rows * steps, inplace)
+            out[DataKeys.FEATURES] = TensorDict({DataKeys.FEATURES: flat}, batch_size=[len(flat)])
+            self._outputs(out, flat, obs.flatten(0, 1), _steps_as_rows(values), deterministic,
+                          return_actions, return_logp, return_values)
         return out, states
 
     def flat_states(self, states: torch.Tensor | TensorDict) -> torch.Tensor:
@@ -301,6 +306,12 @@ class RecurrentPolicy(Policy):
     def state_spec(self) -> Any:
         """The model's ``state_spec`` (the parts of its flat state), if it declares one."""
         return getattr(self.model, "state_spec", None)
+
+
+def _output_batch(batch: TensorDict, rows: int, inplace: bool) -> TensorDict:
+    if inplace:
+        return batch.reshape(-1)
+    return TensorDict({}, batch_size=[rows], device=batch.device)
 
 
 def _steps_as_rows(per_step: list[torch.Tensor]) -> torch.Tensor:
@@ -319,25 +330,29 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
 
 
 def default_model(model_cls: type[Model], observation_spec: Spec, action_spec: Spec,
-                  distribution_cls: type[Distribution], model_config: dict[str, Any] | None) -> Model:
+                  distribution_cls: type[Distribution],
+                  model_config: dict[str, Any] | None) -> Model:
     """``model_cls`` sized for ``distribution_cls``'s features (``num_features``, ``gaussian``)."""
-    return model_cls(observation_spec, action_spec, num_features=distribution_cls.num_inputs(action_spec),
+    return model_cls(observation_spec, action_spec,
+                     num_features=distribution_cls.num_inputs(action_spec),
                      gaussian=issubclass(distribution_cls, Normal), **(model_config or {}))
 
 
-def build_policy(observation_spec: Spec, action_spec: Spec, config: Any, default_model_cls: type[Model], *,
-                 device: Device = "cpu") -> Policy:
+def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
+                 default_model_cls: type[Model], *, device: Device = "cpu") -> Policy:
     """The policy a config describes (``model``, or ``model_cls`` and ``model_config``, or
-    ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent model."""
+    ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent
+    model."""
     model = config.model
     if model is None and config.model_cls is None:
         distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
-        model = default_model(default_model_cls, observation_spec, action_spec, distribution_cls, config.model_config)
+        model = default_model(default_model_cls, observation_spec, action_spec, distribution_cls,
+                              config.model_config)
     elif model is None:
         model = config.model_cls(observation_spec, action_spec, **(config.model_config or {}))
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
-    return policy_cls(observation_spec, action_spec, model=model, distribution_cls=config.distribution_cls,
-                      device=device)
+    return policy_cls(observation_spec, action_spec, model=model,
+                      distribution_cls=config.distribution_cls, device=device)
 
 
 def __getattr__(name: str) -> Any:

@@ -266,7 +266,7 @@ class Algorithm:
         # --- advantages and value targets: GAE over the scaled rewards, into the buffer
         values = buf[DataKeys.VALUES][:, :, 0]
         reward_scale = self.state.reward_scale if hp.normalize_rewards else 1.0
-        column = lambda key: buf[key][:, :horizon, 0]  # noqa: E731
+        column = lambda key: buf[key][:, :horizon, 0]
         advantages, returns = gae(
             column(DataKeys.REWARDS) / (reward_scale + _EPS), values, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda, terminated=column(DataKeys.TERMINATED),

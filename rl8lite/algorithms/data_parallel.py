@@ -47,7 +47,8 @@ def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
-        values = {k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints)) for k in differing}
+        values = {k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints))
+                  for k in differing}
         details = "; ".join(f"{k}: {v}" for k, v in values.items())
         raise DistributedError(f"the ranks were given different configs ({details}); every process"
                                " must be built with the same config (num_envs is per process)")

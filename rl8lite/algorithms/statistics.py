@@ -220,7 +220,7 @@ def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
         elif key.endswith("/max"):
             merged[key] = max(values)
         elif key.endswith("/std") and key.replace("/std", "/mean") in collects[0]:
-            as_tensors = lambda xs: [torch.tensor(x, dtype=torch.float64) for x in xs]  # noqa: E731
+            as_tensors = lambda xs: [torch.tensor(x, dtype=torch.float64) for x in xs]
             means = as_tensors(c[key.replace("/std", "/mean")] for c in collects)
             merged[key] = float(pooled_moments(means, as_tensors(values))[1])
         else:

@@ -24,6 +24,7 @@ import torch
 from ..algorithms import Algorithm, AlgorithmConfig, RecurrentAlgorithmConfig
 from ..env import Env, env_label, env_reference, import_env_class
 from ..runtime import checkpoint_files as files
+from ..runtime.distributed import process_rank
 from ..runtime.imports import dotted_path, import_dotted_path
 from ..tracking import Tracker, checkpoint_dir, default_tracking_uri, download_run_artifact
 
@@ -32,12 +33,14 @@ CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
 
 
 def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
-    """The config as plain data: classes become dotted paths, a model instance its class and config."""
-    plain = {f.name: files.to_plain(getattr(config, f.name), f.name) for f in dataclasses.fields(config)
-             if f.name != "model"}
+    """The config as plain data: classes become dotted paths, a model instance its class and
+    config."""
+    plain = {f.name: files.to_plain(getattr(config, f.name), f.name)
+             for f in dataclasses.fields(config) if f.name != "model"}
     if config.model is not None:
         plain["model_cls"] = dotted_path(type(config.model))
-        plain["model_config"] = files.to_plain(dict(getattr(config.model, "config", {}) or {}), "model.config")
+        plain["model_config"] = files.to_plain(dict(getattr(config.model, "config", {}) or {}),
+                                               "model.config")
     return plain
 
 
@@ -67,16 +70,18 @@ def model_rebuild_problem(algorithm: Algorithm) -> str | None:
         return None
     spec_args = (algorithm.env.observation_spec, algorithm.env.action_spec)
     call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    devices = [torch.cuda.current_device()] if cuda else []
     try:
-        with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the run's stream
+        with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the stream
             rebuilt = type(model)(*spec_args, **dict(getattr(model, "config", {}) or {}))
     except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
         return f"{call} raises {type(e).__name__}: {e}"
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
     if expected != got:
-        return f"{call} builds other parameters (e.g. {sorted(set(expected.items()) ^ set(got.items()))[:3]})"
+        differences = sorted(set(expected.items()) ^ set(got.items()))[:3]
+        return f"{call} builds other parameters (e.g. {differences})"
     return None
 
 
@@ -84,9 +89,10 @@ def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
     problem = model_rebuild_problem(algorithm)
     if problem is not None:
         warnings.warn(
-            f"checkpoints of this run cannot be resumed with from_checkpoint: they keep the model instance as"
-            f" its class and config, and {problem}. Pass every constructor argument on to"
-            " Model.__init__(**config), or use model_cls= and model_config=.", RuntimeWarning, stacklevel=4)
+            "checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
+            f" instance as its class and config, and {problem}. Pass every constructor argument"
+            " on to Model.__init__(**config), or use model_cls= and model_config=.",
+            RuntimeWarning, stacklevel=4)
 
 
 def payload(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker) -> dict[str, Any]:
@@ -138,7 +144,8 @@ def write(data: dict[str, Any], tracker: Tracker, algorithm: Algorithm, path: st
     return written
 
 
-def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None, env: Env | None) -> Algorithm:
+def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
+                           env: Env | None) -> Algorithm:
     """The algorithm a checkpoint describes, its state loaded; onto ``env`` when given.
 
     Raises:
@@ -150,17 +157,19 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
         if isinstance(saved_env, dict) and "instance_of" in saved_env:
             if env is None:
                 raise files.CheckpointError(
-                    f"checkpoint {str(path)!r} was written from a {saved_env['instance_of']} instance handed to"
-                    " the algorithm, which a checkpoint cannot rebuild: pass env=<an instance like it> to"
-                    " from_checkpoint")
-            mismatch = {k: (v, env_specs(env)[k]) for k, v in saved_env.items() if k in env_specs(env)
-                        and env_specs(env)[k] != v}
+                    f"checkpoint {str(path)!r} was written from a {saved_env['instance_of']}"
+                    " instance handed to the algorithm, which a checkpoint cannot rebuild: pass"
+                    " env=<an instance like it> to from_checkpoint")
+            specs = env_specs(env)
+            mismatch = [f"{k}: checkpoint {v}, instance {specs[k]}"
+                        for k, v in saved_env.items() if k in specs and specs[k] != v]
             if mismatch:
                 raise files.CheckpointError(
-                    f"checkpoint {str(path)!r}: the env instance differs from the one it was written from: "
-                    + "; ".join(f"{k}: checkpoint {a}, instance {b}" for k, (a, b) in mismatch.items()))
+                    f"checkpoint {str(path)!r}: the env instance differs from the one it was"
+                    " written from: " + "; ".join(mismatch))
         target: Any = env if env is not None else import_env_class(saved_env)
-        algorithm_cls = import_dotted_path(data.get("algorithm_cls", "rl8lite.algorithms.Algorithm"))
+        default_cls = "rl8lite.algorithms.Algorithm"
+        algorithm_cls = import_dotted_path(data.get("algorithm_cls", default_cls))
         recurrent = "recurrent" in data["algorithm"] or "seq_len" in data["config"]
         config = config_from_plain(data["config"], recurrent=recurrent)
         if env is not None:
@@ -187,8 +196,9 @@ def latest_in_folder(folder: Path) -> Path:
     numbered = files.numbered_checkpoints(folder)
     if numbered:
         return numbered[-1][1]
-    raise files.CheckpointError(f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
-                                " pass a checkpoint file, the run's checkpoint folder or its run id")
+    raise files.CheckpointError(
+        f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files: pass a"
+        " checkpoint file, the run's checkpoint folder or its run id")
 
 
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
@@ -201,19 +211,22 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
         return latest
     if rank:  # its own file must be on this machine (the MLflow artifact is rank 0's)
         missing = files.rank_file(latest, rank) if latest is not None else folder / "latest"
-        raise files.CheckpointError(f"run {run_id!r}: rank {rank} has no checkpoint file {str(missing)!r}")
+        raise files.CheckpointError(
+            f"run {run_id!r}: rank {rank} has no checkpoint file {str(missing)!r}")
     numbered = files.numbered_checkpoints(folder)
     if numbered and latest is None:
         return numbered[-1][1]
     try:
-        return download_run_artifact(uri, run_id, "checkpoints/latest.pt", Path(tempfile.mkdtemp(prefix="rl8lite-")))
+        return download_run_artifact(uri, run_id, "checkpoints/latest.pt",
+                                     Path(tempfile.mkdtemp(prefix="rl8lite-")))
     except Exception as e:  # noqa: BLE001 - the store's error type varies
         if numbered:
             return numbered[-1][1]
         raise files.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
 
-def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None, rank: int = 0) -> Path:
+def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None,
+                         rank: int = 0) -> Path:
     """Rank 0's checkpoint file that a file, a run's checkpoint folder, its ``latest`` record or
     a run id names."""
     path = Path(path_or_run_id)
@@ -224,3 +237,26 @@ def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None, r
     if path.is_file() or str(path_or_run_id).endswith(".pt"):
         return path
     return latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
+
+
+def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
+                    custom_tracker: bool) -> tuple[dict[str, Any], Path]:
+    """This rank's checkpoint that ``path_or_run_id`` names, read, and its path.
+
+    Raises:
+        CheckpointError: Another number of processes wrote it, or it names no MLflow run and
+            no ``custom_tracker`` takes its place.
+    """
+    rank, world_size, _ = process_rank()
+    own = files.rank_file(checkpoint_to_resume(path_or_run_id, tracking_uri, rank), rank)
+    data = files.read_checkpoint(own)
+    saved_world = int(data.get("world_size", 1))
+    if saved_world != world_size:
+        raise files.CheckpointError(
+            f"checkpoint {str(own)!r} was written by {saved_world} process(es) and is resumed"
+            f" by {world_size}: each rank's env copies, buffer and random streams are saved"
+            f" per rank, so resume with {saved_world} process(es)")
+    if not custom_tracker and data["run"]["run_id"] is None and rank == 0:
+        raise files.CheckpointError(f"checkpoint {str(own)!r} was written with a custom tracker"
+                                    " and names no MLflow run: pass tracker= to from_checkpoint")
+    return data, own

@@ -278,7 +278,8 @@ def _check_field_names(values: Mapping[str, Any], *, recurrent: bool = False) ->
     names = config_fields(RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)
     unknown = [key for key in values if key not in names]
     if unknown:
-        raise UnknownFieldError(f"unknown algorithm_config field(s) {unknown_fields(unknown, names)}")
+        fields = unknown_fields(unknown, names)
+        raise UnknownFieldError(f"unknown algorithm_config field(s) {fields}")
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and experiment tracking.
+"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking.
 
 The trainer knows nothing of PPO (it calls ``collect``/``step``/``evaluate`` on its algorithm)
 and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TextIO
@@ -25,15 +25,17 @@ from ..algorithms.windowed import windows_seen
 from ..conditions import Condition
 from ..env import Env
 from ..runtime import checkpoint_files as files
-from ..runtime.distributed import DistributedError, Ranks, process_rank, shares_failures
+from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
 from ..tracking.export import ExportError
 from . import checkpoints
-from .videos import Filming, film_instance, log_video
+from .videos import Filming, film_policy, log_video
 
-#: The main return first: episodes' for an episodic env, the horizon's otherwise.
-PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total", "monitors/kl_div",
-                 "throughput/env_steps_per_s")
+#: What the progress line shows: the return first (an episodic env's episodes', else the
+#: horizon's), the env steps last.
+PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total",
+                 "monitors/kl_div", "throughput/env_steps_per_s")
+Config = dict[str, Any] | None
 
 
 class Trainer:
@@ -42,19 +44,17 @@ class Trainer:
     Each trainer owns one MLflow run (or logs into the run the user opened with
     ``mlflow.start_run``): params at construction, metrics at every step with ``step = env
     steps``. Use it as a context manager, or call :meth:`close`, to end the run; :meth:`run`
-    ends it when it returns or fails. While open, its run is MLflow's active run.
-
-    Under ``torchrun`` every rank runs the same trainer: rank 0 alone talks to MLflow and
-    prints, decisions (stop conditions, signals on any rank) are agreed, and each rank writes
-    its own checkpoint file.
+    ends it when it returns or fails. While open, its run is MLflow's active run. Under
+    ``torchrun`` rank 0 alone logs and prints, decisions (stop conditions, signals) are agreed
+    by every rank, and each rank writes its own checkpoint file.
 
     Args:
         algorithm: The algorithm to train.
         experiment_name: MLflow experiment (default: the one set with ``mlflow.set_experiment``
             or ``MLFLOW_EXPERIMENT_NAME``/``_ID``, else the env class's name).
-        run_name: MLflow run name (default: a distinct name drawn per run).
+        run_name: MLflow run name (default: a name drawn anew for each run).
         tags: MLflow run tags.
-        progress: Print a one-line report per step of :meth:`run` (at most one a second, and the last).
+        progress: Print a progress line per step of :meth:`run` (at most one a second).
         save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
         tracker: Another tracker than MLflow's (:class:`~rl8lite.tracking.Tracker`).
         registered_model_name: Also register the policy :meth:`run` logs under this name.
@@ -64,12 +64,13 @@ class Trainer:
         >>> from rl8lite import Algorithm, Trainer
         >>> from rl8lite.conditions import HitsUpperBound
         >>> from rl8lite.env import DiscreteDummyEnv
-        >>> with Trainer(Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4)) as trainer:  # doctest: +SKIP
-        ...     trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
+        >>> with Trainer(Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4)) as t:  # doctest: +SKIP
+        ...     t.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
     """
 
-    def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None, run_name: str | None = None,
-                 tags: dict[str, Any] | None = None, progress: bool = True, save_policy: bool = True,
+    def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None,
+                 run_name: str | None = None, tags: dict[str, Any] | None = None,
+                 progress: bool = True, save_policy: bool = True,
                  tracker: tracking.Tracker | None = None, registered_model_name: str | None = None,
                  log_system_metrics: bool = False) -> None:
         self.algorithm = algorithm
@@ -86,25 +87,28 @@ class Trainer:
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
                 self.tracker = tracker or tracking.MlflowTracker(
-                    experiment_name, default_experiment=type(algorithm.env).__name__, run_name=run_name, tags=tags,
-                    log_system_metrics=log_system_metrics)
+                    experiment_name, default_experiment=type(algorithm.env).__name__,
+                    run_name=run_name, tags=tags, log_system_metrics=log_system_metrics)
         if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
-            folder = ranks.broadcast_object(str(self.tracker.checkpoint_dir or "") if ranks.is_main else None)
+            folder = str(self.tracker.checkpoint_dir or "") if ranks.is_main else None
+            folder = ranks.broadcast_object(folder)
             if ranks.is_main:
-                ranks.on_peer_failure.append(lambda message: self.tracker.end("FAILED", message=message))
+                end = self.tracker.end
+                ranks.on_peer_failure.append(lambda message: end("FAILED", message=message))
             else:
                 self.tracker = tracking.NullTracker(folder or None)
         if not self.tracker.resumed:
-            self.tracker.log_params({**algorithm.params, "versions/mlflow": tracking.mlflow_version()})
+            versions = {"versions/mlflow": tracking.mlflow_version()}
+            self.tracker.log_params({**algorithm.params, **versions})
 
     @property
     def ranks(self) -> Ranks:
-        """The training processes (see :class:`~rl8lite.runtime.distributed.Ranks`)."""
+        """The training processes (:class:`~rl8lite.runtime.distributed.Ranks`)."""
         return self.algorithm.ranks
 
     # ------------------------------------------------------------------ training
     @shares_failures
-    def step(self, *, env_config: dict[str, Any] | None = None) -> dict[str, float]:
+    def step(self, *, env_config: Config = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
         start = time.perf_counter()
         memory = self.algorithm.memory_stats()
@@ -113,28 +117,29 @@ class Trainer:
         self.state["algorithm/collects"] += 1
         self.state["algorithm/steps"] += 1
         self.state["env/steps"] += int(collect["env/steps"])
-        stats = {**memory, **collect, **update,
-                 "throughput/env_steps_per_s": collect["env/steps"] / (time.perf_counter() - start),
+        rate = collect["env/steps"] / (time.perf_counter() - start)
+        stats = {**memory, **collect, **update, "throughput/env_steps_per_s": rate,
                  **{k: float(v) for k, v in self.state.items()}}
         self.tracker.log_metrics(stats, step=self.state["env/steps"])
         self._log_finished_video()
         return stats
 
     @shares_failures
-    def eval(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
+    def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config``, at any step (see
-        :meth:`rl8lite.Algorithm.evaluate`: what it costs the training episodes in progress);
-        log and return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
+        """Evaluate the policy under ``env_config`` at any step (see
+        :meth:`rl8lite.Algorithm.evaluate`, and what it costs the episodes in progress); log and
+        return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
         stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
         hp = self.algorithm.hparams
-        self.state["algorithm/collects"] += round(stats["env/steps"] / (hp.num_envs * self.ranks.world_size * hp.horizon))
+        copies = hp.num_envs * self.ranks.world_size
+        self.state["algorithm/collects"] += round(stats["env/steps"] / (copies * hp.horizon))
         prefix = f"eval/{name}/" if name else "eval/"
         stats = {f"{prefix}{k}": v for k, v in stats.items()}
         self.tracker.log_metrics(stats, step=self.state["env/steps"])
         return stats
 
-    def run(self, *, env_config: dict[str, Any] | None = None, eval_env_config: dict[str, Any] | None = None,
+    def run(self, *, env_config: Config = None, eval_env_config: Config = None,
             steps_per_eval: int | None = None, stop_conditions: Iterable[Condition] | None = None,
             checkpoint_every: int | None = None, keep_checkpoints: int = 3,
             steps_per_video: int | None = None) -> dict[str, float]:
@@ -142,19 +147,21 @@ class Trainer:
 
         Intervals count training steps (:meth:`step` calls): every ``steps_per_eval`` steps
         :meth:`eval` runs under ``eval_env_config`` (default ``env_config``); every
-        ``checkpoint_every`` steps a checkpoint is written (the newest ``keep_checkpoints`` kept),
-        and one when the run ends; every ``steps_per_video`` steps copy 0 of the training env is
+        ``checkpoint_every`` steps, and when the run ends, a checkpoint is written (the newest
+        ``keep_checkpoints`` kept); every ``steps_per_video`` steps copy 0 of the training env is
         filmed during the next collects (its next whole episode), and :meth:`record_video` films
-        one more episode at the end. An interval longer than the run is a warning at its end.
+        one more at the end. An interval longer than the run is a warning at its end.
 
         SIGINT and SIGTERM stop after the current step with a checkpoint and end the run KILLED
-        (SIGINT then raises KeyboardInterrupt, SIGTERM SystemExit(143)); SIGUSR1 writes a
-        checkpoint and training goes on. The MLflow run ends FINISHED on return, KILLED on
-        KeyboardInterrupt, FAILED (the error in the ``rl8lite.error`` tag) on any other exception.
+        (then SIGINT raises KeyboardInterrupt, SIGTERM SystemExit(143)); SIGUSR1 writes a
+        checkpoint and training goes on. The run ends FINISHED on return, KILLED on
+        KeyboardInterrupt, FAILED (the error in its ``rl8lite.error`` tag) on another exception.
         """
-        for name, value in (("steps_per_eval", steps_per_eval), ("checkpoint_every", checkpoint_every),
-                            ("steps_per_video", steps_per_video), ("keep_checkpoints", keep_checkpoints)):
-            check_int(name, value, minimum=1, optional=name != "keep_checkpoints", error=ValueError)
+        intervals = {"steps_per_eval": steps_per_eval, "checkpoint_every": checkpoint_every,
+                     "steps_per_video": steps_per_video}
+        for name, value in intervals.items():
+            check_int(name, value, minimum=1, optional=True, error=ValueError)
+        check_int("keep_checkpoints", keep_checkpoints, minimum=1, error=ValueError)
         conditions = list(stop_conditions or [])
         eval_env_config = eval_env_config or env_config
         first_step, stop_signal = self.state["algorithm/steps"], None
@@ -164,32 +171,34 @@ class Trainer:
                     stats = self.step(env_config=env_config)
                     self._report(stats)
                     steps = self.state["algorithm/steps"]
-                    stop, stop_signal, checkpoint = self._agree(any([c(stats) for c in conditions]), requests)  # noqa: C419 - every condition sees every step
-                    if not stop and stop_signal is None and steps_per_eval and steps % steps_per_eval == 0:
+                    met = any([c(stats) for c in conditions])  # noqa: C419 - every condition sees it
+                    stop, stop_signal, checkpoint = self._agree(met, requests)
+                    if not stop and stop_signal is None and _due(steps, steps_per_eval):
                         self.eval(env_config=eval_env_config)
                     # after the eval: a resumed run continues exactly where this one was
-                    if checkpoint or stop_signal is not None or (checkpoint_every and steps % checkpoint_every == 0):
+                    if checkpoint or stop_signal is not None or _due(steps, checkpoint_every):
                         self.save_checkpoint(keep=keep_checkpoints)
                     if stop_signal is not None:
                         self.tracker.end("KILLED", message=signal.Signals(stop_signal).name)
                         break
                     if stop:
                         break
-                    if steps_per_video and steps % steps_per_video == 0:
+                    if _due(steps, steps_per_video):
                         self._film_next_episode()
                 if stop_signal is None:
                     # still under the handlers: a signal while the policy is exported waits for it
                     self._report(stats, final=True)
-                    stop_signal = self._finish_run(steps_per_video, checkpoint_every, keep_checkpoints, requests)
-                    self._warn_long_intervals(first_step, steps_per_eval=steps_per_eval,
-                                              checkpoint_every=checkpoint_every, steps_per_video=steps_per_video)
+                    stop_signal = self._finish_run(steps_per_video, checkpoint_every,
+                                                   keep_checkpoints, requests)
+                    self._warn_long_intervals(self.state["algorithm/steps"] - first_step, intervals)
         except (KeyboardInterrupt, SystemExit):
             self._end_run("KILLED", "KeyboardInterrupt")
             raise
         except BaseException as e:
-            message = str(e) if isinstance(e, DistributedError) else f"{type(e).__name__}: {e}"
-            self._end_run("KILLED" if ": KeyboardInterrupt" in message and isinstance(e, DistributedError)
-                          else "FAILED", message)
+            distributed = isinstance(e, DistributedError)
+            message = str(e) if distributed else f"{type(e).__name__}: {e}"
+            killed = distributed and ": KeyboardInterrupt" in message
+            self._end_run("KILLED" if killed else "FAILED", message)
             raise
         if stop_signal is not None:
             _exit_for(stop_signal)
@@ -197,9 +206,9 @@ class Trainer:
 
     def _finish_run(self, steps_per_video: int | None, checkpoint_every: int | None, keep: int,
                     requests: SignalRequests) -> int | None:
-        """Film, export the policy and checkpoint at the end of a run; the stop signal that arrived
-        meanwhile (the run stays FINISHED), if any."""
-        self._filming = None
+        """Film, export the policy and checkpoint at the end of a run; return a stop signal that
+        arrived meanwhile (the run stays FINISHED)."""
+        self._filming = self.algorithm.rollout.observer = None
         if steps_per_video:
             self._video_or_warn(lambda: self.record_video(name="training"))
         if self.save_policy:
@@ -210,30 +219,33 @@ class Trainer:
         self.tracker.end("FINISHED")
         return late_stop
 
-    def _warn_long_intervals(self, first_step: int, **intervals: int | None) -> None:
-        ran = self.state["algorithm/steps"] - first_step
+    def _warn_long_intervals(self, ran: int, intervals: dict[str, int | None]) -> None:
         long = [f"{name}={value}" for name, value in intervals.items() if value and value > ran]
         if long and self.ranks.is_main:
-            warnings.warn(f"{', '.join(long)} counts training steps, and this run took {ran}: they never came"
-                          " round (a video and a checkpoint are still taken at the end)", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"{', '.join(long)} counts training steps, and this run took {ran}: they"
+                          " never came round (a video and a checkpoint are still taken at the end)",
+                          RuntimeWarning, stacklevel=3)
 
     def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
         """``(stop, stop signal, checkpoint)`` as every rank acts on them (a condition or a signal
         on any rank counts); clears the checkpoint request."""
-        agreed, signum, checkpoint = self.ranks.agree([stop, requests.stop or 0, requests.checkpoint])
+        flags = [stop, requests.stop or 0, requests.checkpoint]
+        agreed, signum, checkpoint = self.ranks.agree(flags)
         requests.checkpoint = False
         return bool(agreed), int(signum) or None, bool(checkpoint)
 
-    def _report(self, stats: dict[str, float], *, final: bool = False, out: TextIO | None = None) -> None:
+    def _report(self, stats: dict[str, float], *, final: bool = False,
+                out: TextIO | None = None) -> None:
         if not self.progress:
             return
         now, step = time.monotonic(), self.state["algorithm/steps"]
         if (now - self._last_report[0] < 1.0 and not final) or step == self._last_report[1]:
             return
         self._last_report = (now, step)
-        keys = [k for k in PROGRESS_KEYS if k in stats and not (k == "returns/mean" and "episodes/count" in stats)]
-        parts = [f"step {step}", *(f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]),
-                 f"env steps {self.state['env/steps']:,}"]
+        episodic = "episodes/count" in stats
+        keys = [k for k in PROGRESS_KEYS if k in stats and not (k == "returns/mean" and episodic)]
+        shown = [f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]]
+        parts = [f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]
         print(" | ".join(parts), file=out or sys.stdout, flush=True)
 
     # ------------------------------------------------------------------ policy and videos
@@ -244,16 +256,17 @@ class Trainer:
         evaluations linked to it, loadable by that URI or ``models:/<model id>``
         (``trainer.tracker.model_id``) and servable with ``mlflow models serve``;
         ``registered_model_name`` (default: the trainer's) registers a new version.
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a numpy
-        batch of observations; ``params={"deterministic": False}`` samples. Loading needs no rl8lite.
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a batch
+        of observations; ``params={"deterministic": False}`` samples. Loading needs no rl8lite.
         """
-        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec, name,
-                                       step=self.state["env/steps"],
-                                       registered_model_name=registered_model_name or self.registered_model_name)
+        register = registered_model_name or self.registered_model_name
+        algorithm = self.algorithm
+        return self.tracker.log_policy(algorithm.policy, algorithm.env.observation_spec, name,
+                                       step=self.state["env/steps"], registered_model_name=register)
 
     def _save_policy_or_warn(self) -> None:
-        """Log the policy at the end of a run, or warn and keep its weights in a checkpoint: an export
-        that fails (``torch.export`` cannot trace a custom model) must not fail the run."""
+        """Log the policy at the end of a run, or warn and keep its weights in a checkpoint: an
+        export that fails (``torch.export`` cannot trace a custom model) must not fail the run."""
         reason = None
         if self.ranks.is_main:
             try:
@@ -267,25 +280,27 @@ class Trainer:
         except Exception as error:  # noqa: BLE001
             kept = f"; writing a checkpoint failed too ({type(error).__name__}: {error})"
         if reason is not None:
-            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}", RuntimeWarning, stacklevel=4)
+            warnings.warn(f"the policy was not saved as an MLflow model: {reason}{kept}",
+                          RuntimeWarning, stacklevel=4)
 
-    def record_video(self, *, env_config: dict[str, Any] | None = None, name: str | None = None,
-                     max_steps: int = 1000, deterministic: bool = True, env: Env | None = None) -> str | None:
-        """Film one episode of the current policy and log it to the run; return its artifact path.
+    def record_video(self, *, env_config: Config = None, name: str | None = None,
+                     max_steps: int = 1000, deterministic: bool = True,
+                     env: Env | None = None) -> str | None:
+        """Film one episode of the current policy and log it to the run; return its path there.
 
         Copy 0 of ``env`` (an instance you built; default: the training env) is reset under
         ``env_config`` and stepped with the policy until its episode ends or ``max_steps``. Its
         ``render()`` frames become an H.264 MP4 (``video`` extra; a GIF otherwise) at
-        ``videos/<name or "rollout">/step_<env steps>``, its first frame an image under the same
-        key, and the episode's return and length metrics. Nothing else is built, and training
-        goes on as it would have: the training env's state is restored (an env that cannot
-        restore its state is reset at the next collect), and the random streams are left as they
-        were. Under ``torchrun`` rank 0 films; the others return ``None``.
+        ``videos/<name or "rollout">/step_<env steps>``, its first frame an image under that
+        key, and the episode's return and length metrics. Nothing is built, and training goes
+        on as it would have: the training env's state is restored (an env that cannot restore
+        it is reset at the next collect) and the random streams are as they were. Under
+        ``torchrun`` rank 0 films; the others return ``None``.
 
         Raises:
             NotImplementedError: The env has no ``render()``, or the model sees windows of past
                 observations (``run(steps_per_video=...)`` films those during training).
-            ValueError: ``render()`` gives no RGB ``uint8`` array, or ``max_steps`` is not an int >= 1.
+            ValueError: ``render()`` gives no RGB ``uint8`` array, or a bad ``max_steps``.
         """
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
         algorithm = self.algorithm
@@ -293,21 +308,12 @@ class Trainer:
             return None
         windowed = windows_seen(algorithm.policy.model, algorithm.env.observation_spec)
         if windowed:
-            raise NotImplementedError(f"{windowed}: record_video feeds it one observation per step;"
-                                      " run(steps_per_video=...) films it during training")
-        target = env if env is not None else algorithm.env
-        if env is None:
-            saved = algorithm.env.state_dict() if algorithm.env.restores_state else None
-        try:
-            filming = film_instance(target, algorithm.policy, max_steps=max_steps, deterministic=deterministic,
-                                    env_config=env_config)
-        finally:
-            if env is None:
-                if saved is not None:
-                    algorithm.env.load_state_dict(saved)
-                else:
-                    algorithm.request_env_reset()
-        return log_video(self.tracker, filming, name=name or "rollout", env_steps=self.state["env/steps"])
+            raise NotImplementedError(f"{windowed}: record_video feeds it one observation per"
+                                      " step; run(steps_per_video=...) films it during training")
+        filming = film_policy(algorithm, env, max_steps=max_steps, deterministic=deterministic,
+                              env_config=env_config)
+        steps = self.state["env/steps"]
+        return log_video(self.tracker, filming, name=name or "rollout", env_steps=steps)
 
     def _film_next_episode(self) -> None:
         if self._filming is None and self.ranks.is_main and not self._videos_failed:
@@ -316,16 +322,18 @@ class Trainer:
 
     def _log_finished_video(self) -> None:
         filming = self._filming
-        if filming is not None and filming.done:
-            self._filming = self.algorithm.rollout.observer = None
-            if filming.error is not None:
-                self._video_or_warn(lambda: _raise(filming.error))
-            else:
-                self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
-                                                      env_steps=self.state["env/steps"]))
+        if filming is None or not filming.done:
+            return
+        self._filming = self.algorithm.rollout.observer = None
+        steps = self.state["env/steps"]
+        if filming.error is not None:
+            self._video_or_warn(lambda: _raise(filming.error))
+        else:
+            self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
+                                                  env_steps=steps))
 
-    def _video_or_warn(self, film: Any) -> None:
-        """Film, or warn (once) that there will be no videos: training goes on."""
+    def _video_or_warn(self, film: Callable[[], Any]) -> None:
+        """Film, or warn (once) that there will be no videos; training goes on."""
         if self._videos_failed:
             return
         try:
@@ -339,10 +347,9 @@ class Trainer:
         """Write everything needed to continue exactly; return the file's path.
 
         Written atomically (a crash leaves the previous file intact), logged to the run as
-        ``checkpoints/latest.pt``, by default into ``<store folder>/checkpoints/<run id>/
-        checkpoint-<env steps>.pt``. The newest save is the run's latest (its folder's ``latest``
-        record names it), so after resuming from an earlier checkpoint the first save replaces
-        the abandoned branch's later ones as the run's latest.
+        ``checkpoints/latest.pt``, by default as ``<store folder>/checkpoints/<run id>/
+        checkpoint-<env steps>.pt``. The newest save is the run's latest (its folder's
+        ``latest`` record names it), also after resuming from an earlier checkpoint.
 
         Args:
             path: Where to write (default: the run's checkpoint folder).
@@ -350,8 +357,8 @@ class Trainer:
                 (files with more env steps, left by an abandoned branch, are left alone).
 
         Raises:
-            ValueError: ``keep`` is not an int >= 1 or None, or no ``path`` and the tracker has no
-                checkpoint folder (before anything is written or removed).
+            ValueError: A bad ``keep``, or no ``path`` and no checkpoint folder (before anything
+                is written or removed).
             CheckpointError: A config value cannot be checkpointed (nothing is written).
         """
         check_int("keep", keep, minimum=1, optional=True, error=ValueError)
@@ -363,39 +370,30 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
-                        device: str | None = None, progress: bool = True, save_policy: bool = True,
-                        tracker: tracking.Tracker | None = None, env: Env | None = None) -> Trainer:
-        """Rebuild a trainer from a checkpoint and reopen its MLflow run (the step axis continues).
+                        device: str | None = None, progress: bool = True,
+                        save_policy: bool = True, tracker: tracking.Tracker | None = None,
+                        env: Env | None = None) -> Trainer:
+        """Rebuild a trainer from a checkpoint and reopen its MLflow run (the step axis goes on).
 
         ``path_or_run_id``: a checkpoint file, a run's checkpoint folder, the ``latest`` record
-        in it, or a run id (its latest checkpoint: the one its ``latest`` record names, else the
-        file with the most env steps, else the run's ``checkpoints/latest.pt`` artifact).
-        Classes are imported by dotted path; ``device`` overrides the saved one; ``env`` resumes
-        onto an env instance (required for a run trained on one). Under ``torchrun`` each rank
-        resumes from its own file, under the world size that wrote it.
+        in it, or a run id (its latest checkpoint: the one ``latest`` names, else the file with
+        the most env steps, else the run's ``checkpoints/latest.pt`` artifact). Classes import
+        by dotted path; ``device`` overrides the saved one; ``env`` resumes onto an env instance
+        (needed for a run trained on one). Under ``torchrun`` each rank resumes from its own
+        file, under the world size that wrote it.
 
         Raises:
             CheckpointError: The file is missing, corrupt or not a checkpoint; it names no MLflow
-                run and no ``tracker`` is given; it was written by another number of processes;
-                or the env instance is missing or unlike the one it was written from.
+                run and no ``tracker`` is given; another number of processes wrote it; or the
+                env instance is missing or unlike the one it was written from.
         """
-        rank, world_size, _ = process_rank()
-        path = checkpoints.checkpoint_to_resume(path_or_run_id, tracking_uri, rank)
-        own = files.rank_file(path, rank)
-        data = files.read_checkpoint(own)
-        saved_world = int(data.get("world_size", 1))
-        if saved_world != world_size:
-            raise files.CheckpointError(
-                f"checkpoint {str(own)!r} was written by {saved_world} process(es) and is resumed by {world_size}:"
-                f" each rank's env copies, buffer and random streams are saved per rank, so resume with"
-                f" {saved_world} process(es) (torchrun --nproc_per_node/--nnodes)")
-        run = data["run"]
-        if tracker is None and run["run_id"] is None and rank == 0:
-            raise files.CheckpointError(f"checkpoint {str(own)!r} was written with a custom tracker and names no"
-                                        " MLflow run to reopen: pass tracker= to from_checkpoint")
+        data, own = checkpoints.read_for_resume(path_or_run_id, tracking_uri,
+                                                custom_tracker=tracker is not None)
         algorithm = checkpoints.algorithm_from_payload(data, own, device, env)
         if tracker is None and algorithm.ranks.is_main:
-            tracker = tracking.MlflowTracker("", run_id=run["run_id"], tracking_uri=tracking_uri or run["tracking_uri"])
+            run = data["run"]
+            uri = tracking_uri or run["tracking_uri"]
+            tracker = tracking.MlflowTracker("", run_id=run["run_id"], tracking_uri=uri)
         trainer = cls(algorithm, tracker=tracker, progress=progress, save_policy=save_policy)
         trainer.state = {k: int(v) for k, v in data["trainer"]["state"].items()}
         files.restore_rng(data["rng"])  # last: building the algorithm drew random numbers
@@ -403,15 +401,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        """Flush metrics, end the MLflow run (a user-opened run stays open) and close the env."""
+        """Flush metrics, end the MLflow run (a user-opened run stays open), close the env."""
         try:
             self.tracker.end(status, message=message)
         finally:
             self.algorithm.close()
 
     def _end_run(self, status: str, message: str) -> None:
-        """End the run with ``status``; under torchrun, a SIGTERM that stops the other ranks after a
-        failure waits until the run has its status."""
+        """End the run; under torchrun, the SIGTERM that stops the ranks after a failure waits
+        until the run has its status."""
         if not self.ranks.distributed or threading.current_thread() is not threading.main_thread():
             self.tracker.end(status, message=message)
             return
@@ -421,13 +419,18 @@ class Trainer:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         elif issubclass(exc_type, KeyboardInterrupt):
             self.close("KILLED", message="KeyboardInterrupt")
         else:
             self.close("FAILED", message=f"{exc_type.__name__}: {exc}")
+
+
+def _due(steps: int, every: int | None) -> bool:
+    return bool(every) and steps % every == 0
 
 
 def _raise(error: BaseException) -> NoReturn:

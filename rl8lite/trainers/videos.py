@@ -1,10 +1,11 @@
 """Rollout videos: copy 0 of an env filmed while the policy acts, encoded and logged.
 
-:class:`Filming` watches a rollout step by step (:attr:`rl8lite.algorithms.rollout.Rollout.observer`)
-and keeps copy 0's ``render()`` frames of one episode: the training env during ordinary collects
-(no extra env steps, as Isaac Lab's video wrapper does), or an evaluation-style rollout of it.
-:func:`film_instance` steps an env instance handed to it. :func:`log_video` encodes the frames and
-logs them to the run with a poster frame and the episode's return and length.
+:class:`Filming` watches a rollout step by step (``Rollout.observer``) and keeps copy 0's
+``render()`` frames of one episode: the training env during ordinary collects (no extra env
+steps, as Isaac Lab's video wrapper does), or an evaluation-style rollout of it.
+:func:`film_policy` steps an env instance or the training env (its state restored after).
+:func:`log_video` encodes the frames and logs them to the run with a poster frame and the
+episode's return and length.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..algorithms import Algorithm
 from ..data import DataKeys
 from ..env import Env
 from ..policies import Policy
@@ -28,7 +30,8 @@ DEFAULT_FPS = 30
 
 
 def env_fps(env: Any) -> float:
-    return float(getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps") or DEFAULT_FPS)
+    fps = getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps")
+    return float(fps or DEFAULT_FPS)
 
 
 class Filming:
@@ -53,18 +56,21 @@ class Filming:
         self._frame()
 
     def _frame(self) -> None:
+        name = type(self.env).__name__
         try:
-            self.frames.append(check_frame(self.env.render(), f"{type(self.env).__name__}.render()"))
-        except (NotImplementedError, ValueError) as e:
-            name = type(self.env).__name__
-            self.error = NotImplementedError(f"{name} has no render(): videos need an RGB frame [H, W, 3] of copy 0"
-                                             f" at every step ({e})") if isinstance(e, NotImplementedError) else e
+            self.frames.append(check_frame(self.env.render(), f"{name}.render()"))
+        except ValueError as e:
+            self.error, self.done = e, True
+        except NotImplementedError as e:
+            self.error = NotImplementedError(f"{name} has no render(): videos need an RGB frame"
+                                             f" [H, W, 3] of copy 0 at every step ({e})")
             self.done = True
 
     def __call__(self, out: Any) -> None:
         if self.done:
             return
-        flags = [out[key][0, 0] for key in (DataKeys.TERMINATED, DataKeys.TRUNCATED) if key in out.keys()]
+        keys = (DataKeys.TERMINATED, DataKeys.TRUNCATED)
+        flags = [out[key][0, 0] for key in keys if key in out.keys()]
         ended = bool(torch.stack(flags).any()) if flags else False
         if self.waiting:
             if ended or not flags:  # copy 0 has just started an episode (it resets itself)
@@ -76,10 +82,27 @@ class Filming:
         self.done = self.done or ended or len(self.frames) >= self.max_steps
 
 
+def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, deterministic: bool,
+                env_config: dict[str, Any] | None) -> Filming:
+    """Film ``env`` (default: the training env, its state restored after, or a reset requested
+    where it cannot restore it) with the algorithm's policy (:func:`film_instance`)."""
+    saved = algorithm.env.state_dict() if env is None and algorithm.env.restores_state else None
+    try:
+        return film_instance(env if env is not None else algorithm.env, algorithm.policy,
+                             max_steps=max_steps, deterministic=deterministic,
+                             env_config=env_config)
+    finally:
+        if saved is not None:
+            algorithm.env.load_state_dict(saved)
+        elif env is None:
+            algorithm.request_env_reset()
+
+
 def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bool,
                   env_config: dict[str, Any] | None) -> Filming:
-    """Reset ``env`` under ``env_config`` and step every copy with ``policy`` until copy 0's episode
-    ends or ``max_steps``, filming copy 0; every global random stream is as it was after."""
+    """Reset ``env`` under ``env_config`` and step every copy with ``policy`` until copy 0's
+    episode ends or ``max_steps``, filming copy 0; every global random stream is as it was
+    after."""
     filming = Filming(env, max_steps)
     rng = capture_rng()
     try:
@@ -91,7 +114,8 @@ def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bo
             states = policy.init_states(env.num_envs) if policy.recurrent else None
             while not filming.done:
                 if states is not None:
-                    actions, _, _, states = policy.act_recurrent(obs, states, deterministic=deterministic)
+                    actions, _, _, states = policy.act_recurrent(
+                        obs, states, deterministic=deterministic)
                 else:
                     actions = policy.sample_actions(obs, deterministic=deterministic)[0]
                 out = env.step(actions)
@@ -105,12 +129,14 @@ def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bo
 def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) -> str:
     """Encode the filmed frames (H.264 MP4 with the ``video`` extra, else a GIF), log them as
     ``videos/<name>/step_<env steps>``, the first frame as an image under the same key (the UI's
-    image slider steps through training) and the episode's return and length; return the path."""
+    image slider steps through training) and the episode's return and length; return the
+    path."""
     if not filming.frames:
         raise ValueError("no frames were filmed")
     folder = f"videos/{name}"
     with tempfile.TemporaryDirectory() as tmp:
-        path = encode_video(filming.frames, Path(tmp) / f"step_{env_steps}", fps=env_fps(filming.env))
+        path = encode_video(filming.frames, Path(tmp) / f"step_{env_steps}",
+                            fps=env_fps(filming.env))
         tracker.log_artifact(path, folder)
         tracker.log_image(filming.frames[0], key=folder, step=env_steps)
         tracker.log_metrics({f"{folder}/return": filming.episode_return,
