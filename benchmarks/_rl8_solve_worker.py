@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rl8 import Algorithm, AlgorithmConfig  # noqa: E402
-from rl8_cartpole import RL8CartPole  # noqa: E402
+from rl8 import Algorithm, AlgorithmConfig
+from rl8_cartpole import RL8CartPole
 
 threads, steps, seed = (int(a) for a in sys.argv[1:4])
 torch.set_num_threads(threads)

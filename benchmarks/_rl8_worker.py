@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rl8 import Algorithm, AlgorithmConfig  # noqa: E402
-from rl8_cartpole import RL8CartPole  # noqa: E402
+from rl8 import Algorithm, AlgorithmConfig
+from rl8_cartpole import RL8CartPole
 
 torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 algorithms: dict[int, Algorithm] = {}

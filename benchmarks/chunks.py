@@ -34,8 +34,8 @@ from rl8lite import Algorithm
 from rl8lite.examples import CartPole
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provenance import write_results  # noqa: E402
-from timing import collect_and_update_ms, spread  # noqa: E402
+from provenance import write_results
+from timing import collect_and_update_ms, spread
 
 MODELS: dict[str, dict[str, Any]] = {
     "2x64 tanh": {"hiddens": [64, 64], "activation": "tanh"},

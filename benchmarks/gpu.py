@@ -31,16 +31,18 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from against_rsl_rl import HIDDENS, HORIZON, LR, PASSES, SEED, Rl8lite  # noqa: E402
-from provenance import write_results  # noqa: E402
-from timing import spread  # noqa: E402
+import itertools
 
-from rl8lite.examples import CartPole  # noqa: E402
+from against_rsl_rl import HIDDENS, HORIZON, LR, PASSES, SEED, Rl8lite
+from provenance import write_results
+from timing import spread
+
+from rl8lite.examples import CartPole
 
 
 def tanh_mlp(sizes: list[int], head_gain: float) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         linear = nn.Linear(a, b)
         nn.init.orthogonal_(linear.weight, head_gain if i == len(sizes) - 2 else math.sqrt(2))
         nn.init.zeros_(linear.bias)
@@ -58,7 +60,7 @@ class BareLoop:
         self.critic = tanh_mlp([4, *HIDDENS, 1], 1.0).to(device)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=LR, fused=True)
-        zeros = lambda *shape, dtype=torch.float32: torch.zeros(num_envs, HORIZON + 1, *shape, dtype=dtype,  # noqa: E731
+        zeros = lambda *shape, dtype=torch.float32: torch.zeros(num_envs, HORIZON + 1, *shape, dtype=dtype,
                                                                 device=device)
         self.obs, self.actions, self.logp = zeros(4), zeros(1, dtype=torch.long), zeros(1)
         self.values, self.rewards = zeros(1), zeros(1)

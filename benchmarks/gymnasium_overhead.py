@@ -57,8 +57,8 @@ from rl8lite.env import gymnasium_env
 from rl8lite.examples.configs import ACROBOT, CARTPOLE
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provenance import write_results  # noqa: E402
-from timing import spread  # noqa: E402
+from provenance import write_results
+from timing import spread
 
 CASES = {"CartPole-v1": CARTPOLE, "Acrobot-v1": ACROBOT}
 

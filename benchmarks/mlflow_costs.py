@@ -24,10 +24,8 @@ import time
 from typing import Any
 
 import torch
-
 from provenance import write_results
 from timing import spread
-
 
 
 def main() -> None:

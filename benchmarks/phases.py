@@ -35,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rl8lite.models.mlp import flat_obs_size
 from torch.profiler import ProfilerActivity, profile
 
 from rl8lite import Algorithm
-from rl8lite.models.mlp import flat_obs_size
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provenance import write_results  # noqa: E402
-from rl8_cartpole import RL8CartPole  # noqa: E402
-from throughput import RL8_DEFAULTS  # noqa: E402
+import itertools
+
+from provenance import write_results
+from rl8_cartpole import RL8CartPole
+from throughput import RL8_DEFAULTS
 
 GEMMS = ("aten::mm", "aten::addmm")
 
@@ -82,7 +84,7 @@ def update_flops(samples: int, obs_size: int, hiddens: list[int], outputs: tuple
     total = 0.0
     for out in outputs:
         widths = [obs_size, *hiddens, out]
-        for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+        for i, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
             # forward, weight gradient, and (except the first layer) input gradient
             total += (2 if i == 0 else 3) * 2 * samples * fan_in * fan_out
     return total * passes

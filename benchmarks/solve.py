@@ -69,8 +69,8 @@ from rl8lite.examples import CartPole, Pendulum
 from rl8lite.examples.configs import ACROBOT, CARTPOLE, PENDULUM, RL8_CARTPOLE
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provenance import write_results  # noqa: E402
-from rl8_cartpole import RL8CartPole  # noqa: E402
+from provenance import write_results
+from rl8_cartpole import RL8CartPole
 
 ENVS: dict[str, dict[str, Any]] = {
     "cartpole": {"env_cls": CartPole, "config": CARTPOLE, "threshold": 475.0,

@@ -39,22 +39,24 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
+from provenance import write_results
+from rl8lite.algorithms.advantages import (
+    discounted_return_trace,
+    episode_statistics,
+    generalized_advantage_estimate,
+    normalization,
+)
+from rl8lite.models.mlp import mlp
+from timing import spread
 from torch import nn
 
 from rl8lite import Algorithm
 from rl8lite.examples import CartPole
-from rl8lite.algorithms.advantages import (
-    discounted_return_trace, episode_statistics, generalized_advantage_estimate, normalization,
-)
-from rl8lite.models.mlp import mlp
-
-from provenance import write_results
-from timing import spread
 
 # rl8's defaults: horizon 32, 4 SGD passes over the whole buffer, 2x256 MLPs, Adam lr 1e-3.
 CONFIG: dict[str, Any] = {
@@ -392,7 +394,7 @@ def compare_rl8(envs: list[int], repeats: int, threads: int, options: dict[str, 
             steps = num_envs * RL8_DEFAULTS["horizon"] * iterations
             algo = Algorithm(RL8CartPole, num_envs=num_envs, seed=0, **{**RL8_DEFAULTS, **options})
 
-            def ours() -> None:
+            def ours(algo: Algorithm = algo, iterations: int = iterations) -> None:
                 for _ in range(iterations):
                     algo.collect()
                     algo.step()
@@ -411,7 +413,7 @@ def compare_rl8(envs: list[int], repeats: int, threads: int, options: dict[str, 
             row = {"num_envs": num_envs, "rl8lite": spread(ours_rates), "rl8": spread(rl8_rates),
                    "ratio": spread(ratios)}
             rows.append(row)
-            fmt = lambda s: f"{s['min']:>8,.0f} {s['median']:>8,.0f} {s['max']:>8,.0f}"  # noqa: E731
+            fmt = lambda s: f"{s['min']:>8,.0f} {s['median']:>8,.0f} {s['max']:>8,.0f}"
             r = row["ratio"]
             print(f"{num_envs:>6} | {fmt(row['rl8lite'])} | {fmt(row['rl8'])} |"
                   f" {r['min']:.2f} {r['median']:.2f} {r['max']:.2f}", flush=True)

@@ -31,8 +31,8 @@ from rl8lite.models import Model
 from rl8lite.views import ViewRequirement
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provenance import write_results  # noqa: E402
-from timing import collect_and_update_ms, spread  # noqa: E402
+from provenance import write_results
+from timing import collect_and_update_ms, spread
 
 FRAMES = 16
 

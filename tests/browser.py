@@ -12,8 +12,8 @@ import itertools
 import json
 import os
 import re
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -74,7 +74,7 @@ async def _with_page(script: Any) -> Any:
     import aiohttp
 
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: ASYNC220 - started once, before the page is awaited
             [chromium(), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )

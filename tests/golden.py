@@ -17,8 +17,8 @@ say so in CHANGELOG.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import platform
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

@@ -184,7 +184,7 @@ def test_stop_signals_checkpoint_and_kill_the_run(tmp_path, client, signum, stat
     assert child.returncode == code
     run = client.get_run(run_id)
     assert run.info.status == status
-    latest = sorted(folder.glob("checkpoint-*.pt"))[-1]
+    latest = max(folder.glob("checkpoint-*.pt"))
     steps = read_checkpoint(latest)["trainer"]["state"]["algorithm/steps"]
     # the checkpoint is the state at the last finished step, and nothing was logged past it
     assert [m.step for m in client.get_metric_history(run_id, "env/steps")][-1] == steps * 64 * 16
@@ -219,7 +219,7 @@ def test_a_signal_during_the_final_export_waits_for_it_and_loses_nothing(
     script = tmp_path / "export_child.py"
     script.write_text(EXPORT_CHILD)
     child = subprocess.run([sys.executable, str(script), signame, experiment_name],
-                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                           capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert child.returncode == code, child.stderr
     run_id, folder = child.stdout.split()[:2]
     assert ("done" in child.stdout) is (code == 0)

@@ -7,7 +7,13 @@ import torch
 
 from rl8lite import Algorithm, RecurrentAlgorithm
 from rl8lite.algorithms.chunks import (
-    CPU_CHUNK_FLOATS, FALLBACK_CHUNK, MAX_AUTO_CHUNK, MIN_AUTO_CHUNK, activation_width, auto_chunk_rows, in_chunks,
+    CPU_CHUNK_FLOATS,
+    FALLBACK_CHUNK,
+    MAX_AUTO_CHUNK,
+    MIN_AUTO_CHUNK,
+    activation_width,
+    auto_chunk_rows,
+    in_chunks,
 )
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole

@@ -146,8 +146,8 @@ BAD_FILES = {
     "missing class": ("c.yaml", "env_cls: rl8lite.env.NoSuchEnv\n",
                       "'rl8lite.env' has no attribute 'NoSuchEnv'"),
     "not a dotted path": ("c.yaml", "env_cls: DiscreteDummyEnv\n", "'DiscreteDummyEnv' is not a dotted path"),
-    "unimportable class field": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
-                                 "algorithm_config: {optimizer_cls: torch.optim.NoSuchOpt}\n",
+    "unimportable class field": ("c.yaml", ("env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                 "algorithm_config: {optimizer_cls: torch.optim.NoSuchOpt}\n"),
                                  "cannot import algorithm_config.optimizer_cls 'torch.optim.NoSuchOpt'"),
     "unknown field": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nalgorithm_config: {horizn: 8}\n",
                       "unknown algorithm_config field(s) 'horizn' (did you mean 'horizon'?)"),
@@ -156,26 +156,26 @@ BAD_FILES = {
     "recurrent": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\nrecurrent: true\nalgorithm_config: {horizon: 6, seq_len: 4}\n",
                   "seq_len=4 must be a factor of horizon=6"),
     "abstract env": ("c.yaml", f"env_cls: {__name__}.NoStepEnv\n",
-                     f"env_cls '{__name__}.NoStepEnv' cannot be instantiated: it does not implement the abstract"
-                     " method(s) step"),
+                     (f"env_cls '{__name__}.NoStepEnv' cannot be instantiated: it does not implement the abstract"
+                     " method(s) step")),
     "abstract Env itself": ("c.yaml", "env_cls: rl8lite.env.Env\n",
-                            "env_cls 'rl8lite.env.Env' cannot be instantiated: it does not implement the abstract"
-                            " method(s) reset, step"),
+                            ("env_cls 'rl8lite.env.Env' cannot be instantiated: it does not implement the abstract"
+                            " method(s) reset, step")),
     "not an Env class": ("c.yaml", "env_cls: rl8lite.Algorithm\n",
-                         "env_cls 'rl8lite.Algorithm' must name a subclass of rl8lite.Env, received class"
-                         " rl8lite.algorithms.algorithm.Algorithm"),
+                         ("env_cls 'rl8lite.Algorithm' must name a subclass of rl8lite.Env, received class"
+                         " rl8lite.algorithms.algorithm.Algorithm")),
     "not a class": ("c.yaml", "env_cls: rl8lite.cli.build_parser\n",
-                    "env_cls 'rl8lite.cli.build_parser' must name a subclass of rl8lite.Env, received function"
-                    " rl8lite.cli.build_parser"),
-    "schedule value a string": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
-                                "algorithm_config: {lr_schedule: [[0, '1e-3']]}\n",
+                    ("env_cls 'rl8lite.cli.build_parser' must name a subclass of rl8lite.Env, received function"
+                    " rl8lite.cli.build_parser")),
+    "schedule value a string": ("c.yaml", ("env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                "algorithm_config: {lr_schedule: [[0, '1e-3']]}\n"),
                                 "lr_schedule[0] = [0, '1e-3']: the value must be a real number, received str '1e-3'"),
-    "schedule value not a number": ("c.yaml", "env_cls: rl8lite.env.DiscreteDummyEnv\n"
-                                    "algorithm_config: {entropy_coeff_schedule: [[0, 1e-3], [10, abc]]}\n",
-                                    "entropy_coeff_schedule[1] = [10, 'abc']: the value must be a real number,"
-                                    " received str 'abc'"),
-    "schedule step not an int": ("c.json", '{"env_cls": "rl8lite.env.DiscreteDummyEnv",'
-                                 ' "algorithm_config": {"lr_schedule": [[0, 0.1], ["8", 0.2]]}}',
+    "schedule value not a number": ("c.yaml", ("env_cls: rl8lite.env.DiscreteDummyEnv\n"
+                                    "algorithm_config: {entropy_coeff_schedule: [[0, 1e-3], [10, abc]]}\n"),
+                                    ("entropy_coeff_schedule[1] = [10, 'abc']: the value must be a real number,"
+                                    " received str 'abc'")),
+    "schedule step not an int": ("c.json", ('{"env_cls": "rl8lite.env.DiscreteDummyEnv",'
+                                 ' "algorithm_config": {"lr_schedule": [[0, 0.1], ["8", 0.2]]}}'),
                                  "lr_schedule[1] = ['8', 0.2]: env_steps must be an int, received str '8'"),
     "not UTF-8": ("c.yaml", b"env_cls: rl8lite.env.DiscreteDummyEnv\n# caf\xe9 (latin-1)\n",
                   "not UTF-8 text: byte 0xe9 on line 2 (invalid continuation byte); save it as UTF-8"),

@@ -20,8 +20,8 @@ def train(algo: Algorithm, steps: int) -> list[dict[str, float]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("env_cls", [CartPole, Pendulum])
 def test_compiled_training_equals_eager(env_cls: type) -> None:
-    config = dict(num_envs=16, horizon=16, sgd_minibatch_size=96, update_chunk_size=32, num_sgd_iters=2,
-                  entropy_coeff_schedule=[(0, 0.01), (1024, 0.0)], entropy_coeff_schedule_kind="interp")
+    config = {"num_envs": 16, "horizon": 16, "sgd_minibatch_size": 96, "update_chunk_size": 32, "num_sgd_iters": 2,
+                  "entropy_coeff_schedule": [(0, 0.01), (1024, 0.0)], "entropy_coeff_schedule_kind": "interp"}
     # One after the other: both draw from the global RNG that the seed resets.
     eager = Algorithm(env_cls, seed=0, **config)
     eager_history = train(eager, 3)
@@ -42,7 +42,7 @@ def test_compiled_training_equals_eager(env_cls: type) -> None:
 
 @pytest.mark.slow
 def test_compiled_recurrent_updates_equal_eager() -> None:
-    config = dict(num_envs=8, horizon=8, seq_len=4, num_sgd_iters=2)
+    config = {"num_envs": 8, "horizon": 8, "seq_len": 4, "num_sgd_iters": 2}
     eager = train(RecurrentAlgorithm(CartPole, seed=0, **config), 2)
     compiled = train(RecurrentAlgorithm(CartPole, seed=0, compile=True, **config), 2)
     for got, want in zip(compiled, eager):  # recurrent sampling stays eager: same samples

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from rl8lite.conditions import (
@@ -78,7 +80,7 @@ def test_stops_improving_skips_nan_in_the_middle(cls, sign) -> None:
     # NaNs neither count as "no improvement" nor reset the count of a real one
     values = (1, 2, NAN, NAN, NAN, 3, 2, NAN, 2.5, NAN)
     expected = [False, False, False, False, False, False, False, False, True, True]
-    assert [cond({"x": sign * v if v == v else v}) for v in values] == expected
+    assert [cond({"x": v if math.isnan(v) else sign * v}) for v in values] == expected
 
 
 def test_stops_improving_never_stops_on_nan_only() -> None:

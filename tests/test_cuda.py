@@ -11,8 +11,8 @@ from rl8lite.examples import CartPole, Pendulum
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
-CONFIG = dict(num_envs=256, horizon=16, seed=0, device="cuda", num_sgd_iters=3, sgd_minibatch_size=1024,
-              model_config={"hiddens": [64, 64]})
+CONFIG = {"num_envs": 256, "horizon": 16, "seed": 0, "device": "cuda", "num_sgd_iters": 3, "sgd_minibatch_size": 1024,
+              "model_config": {"hiddens": [64, 64]}}
 
 
 class UncapturableCartPole(CartPole):
@@ -29,9 +29,9 @@ def train(algo: Algorithm, iterations: int) -> list[dict[str, float]]:
 
 
 def close(got: dict[str, float], want: dict[str, float]) -> None:
-    for key in want:
+    for key, value in want.items():
         if not key.startswith(("profiling/", "memory/", "throughput/")):
-            assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5, nan_ok=True), key
+            assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-5, nan_ok=True), key
 
 
 @pytest.mark.parametrize("env_cls", [CartPole, Pendulum])

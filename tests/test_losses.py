@@ -12,16 +12,16 @@ from rl8lite.nn.ppo import ppo_loss as ppo_losses
 
 
 def call(**overrides):
-    args = dict(
-        logp=torch.tensor([[0.0]]),
-        old_logp=torch.tensor([[0.0]]),
-        advantages=torch.tensor([[1.0]]),
-        values=torch.tensor([[0.0]]),
-        old_values=torch.tensor([[0.0]]),
-        returns=torch.tensor([[0.0]]),
-        entropy=torch.tensor([[0.0]]),
-        clip_param=0.2,
-    )
+    args = {
+        "logp": torch.tensor([[0.0]]),
+        "old_logp": torch.tensor([[0.0]]),
+        "advantages": torch.tensor([[1.0]]),
+        "values": torch.tensor([[0.0]]),
+        "old_values": torch.tensor([[0.0]]),
+        "returns": torch.tensor([[0.0]]),
+        "entropy": torch.tensor([[0.0]]),
+        "clip_param": 0.2,
+    }
     args.update(overrides)
     return ppo_losses(**args)
 
@@ -112,7 +112,7 @@ def test_smooth_l1_value_loss_is_rl8s_capped_huber_loss() -> None:
     values = torch.tensor([[0.5], [3.0], [-9.0], [0.0]], requires_grad=True)
     returns = torch.tensor([[0.0], [0.0], [0.0], [0.2]])
     zeros = torch.zeros(4, 1)
-    batch = dict(logp=zeros, old_logp=zeros, advantages=zeros, old_values=zeros, entropy=zeros)
+    batch = {"logp": zeros, "old_logp": zeros, "advantages": zeros, "old_values": zeros, "entropy": zeros}
     out = call(**batch, values=values, returns=returns, vf_loss="smooth_l1", vf_clip_param=5.0)
     # 0.5 * 0.5^2, |3| - 0.5, capped |-9| - 0.5 -> 5, 0.5 * 0.2^2
     assert out.vf.item() == pytest.approx((0.125 + 2.5 + 5.0 + 0.02) / 4)

@@ -10,8 +10,8 @@ import pytest
 
 import rl8lite.algorithms.algorithm
 from rl8lite import Algorithm
-from rl8lite.runtime import memory as malloc
 from rl8lite.env import DiscreteDummyEnv
+from rl8lite.runtime import memory as malloc
 
 # A child process: page faults of an allocate-and-free loop of 2 MiB blocks, with
 # and without the settings. 96 MiB freed at once exceeds any trim threshold glibc's

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-
 import sqlite3
 from pathlib import Path
 
 import mlflow
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from rl8lite.examples.configs import CARTPOLE
-from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

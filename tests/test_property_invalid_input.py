@@ -6,7 +6,6 @@ import dataclasses
 import math
 
 import pytest
-
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -61,7 +60,7 @@ def test_invalid_configs_raise_only_documented_errors(overrides: dict) -> None:
        value=st.floats(allow_nan=True, allow_infinity=False))
 def test_numeric_fields_are_range_checked_before_anything_is_built(field: str, value: float) -> None:
     low, high, low_open, high_open = RANGES[field]
-    valid = value == value and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    valid = not math.isnan(value) and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     config = AlgorithmConfig(num_envs=4, horizon=4, **{field: value})
     if valid:
         config.validate()

@@ -1,12 +1,11 @@
 """An rl8 1.0.0 script, unchanged (it runs under rl8): a custom env on rl8's and torchrl's API, trained and evaluated."""
 import mlflow
 import torch
-from tensordict import TensorDict
-from torchrl.data import Categorical, Unbounded
-
 from rl8 import Algorithm, AlgorithmConfig, Env, Trainer
 from rl8.conditions import HitsUpperBound
 from rl8.data import DataKeys
+from tensordict import TensorDict
+from torchrl.data import Categorical, Unbounded
 
 
 class Walk(Env):
