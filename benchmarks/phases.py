@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rl8lite.models.mlp import flat_obs_size
 from torch.profiler import ProfilerActivity, profile
 
 from rl8lite import Algorithm
+from rl8lite.models.default import flat_obs_size
 
 sys.path.insert(0, str(Path(__file__).parent))
 import itertools

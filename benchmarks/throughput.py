@@ -45,18 +45,14 @@ from typing import Any
 
 import torch
 from provenance import write_results
-from rl8lite.algorithms.advantages import (
-    discounted_return_trace,
-    episode_statistics,
-    generalized_advantage_estimate,
-    normalization,
-)
-from rl8lite.models.mlp import mlp
 from timing import spread
 from torch import nn
 
 from rl8lite import Algorithm
+from rl8lite.algorithms.statistics import discounted_return_trace, episode_returns
 from rl8lite.examples import CartPole
+from rl8lite.models.default import mlp
+from rl8lite.nn.ppo import gae, normalization
 
 # rl8's defaults: horizon 32, 4 SGD passes over the whole buffer, 2x256 MLPs, Adam lr 1e-3.
 CONFIG: dict[str, Any] = {
@@ -203,6 +199,7 @@ class TunedBareLoop(BareLoop):
         self.reward_scale = 1.0
         self.carry = {"return": torch.zeros(num_envs), "length": torch.zeros(num_envs, dtype=torch.long),
                       "discounted": torch.zeros(num_envs)}
+        self.recent = torch.zeros(0, 2, dtype=torch.float64)  # the last 100 episodes' returns, lengths
 
     def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs = torch.log_softmax(self.actor(obs), -1)
@@ -243,14 +240,19 @@ class TunedBareLoop(BareLoop):
         finite = torch.stack([x.abs().max() for x in (self.obs, rewards)]).isfinite().all()
         trace = discounted_return_trace(rewards, self.carry["discounted"], gamma=0.99, episode_ends=ends)
         self.carry["discounted"] = trace[:, -1] * (~ends[:, -1]).float()
-        episodes = episode_statistics(rewards, ends, self.carry["return"], self.carry["length"])
-        self.carry["return"], self.carry["length"] = episodes["carry_return"], episodes["carry_length"]
+        episode_return, episode_length = episode_returns(rewards, ends, self.carry["return"], self.carry["length"])
+        running = ~ends[:, -1]
+        self.carry["return"] = (episode_return[:, -1] * running).float()
+        self.carry["length"] = episode_length[:, -1].long() * running
+        order = ends.t()
+        ended = torch.stack([episode_return.t()[order], episode_length.t()[order]], dim=-1)
+        self.recent = torch.cat([self.recent, ended])[-100:]
         returns = rewards.sum(1)
         stats = torch.stack([
             returns.min(), returns.max(), *torch.std_mean(returns, correction=0),
             rewards.min(), rewards.max(), *torch.std_mean(rewards, correction=0), trace.std(correction=0),
-            episodes["count"], episodes["return_sum"], episodes["return_min"], episodes["return_max"],
-            episodes["length_sum"], finite,
+            ends.sum(), *self.recent.mean(0), *(self.recent[:, 0].aminmax() if len(self.recent) else (finite, finite)),
+            finite,
         ]).double().tolist()
         self.reward_scale = stats[8]
         return stats[3]
@@ -266,7 +268,7 @@ class TunedBareLoop(BareLoop):
     def _advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE with normalised rewards, bootstrapping truncated copies from V(final_obs)."""
         horizon, gamma, lam = self.t, 0.99, 0.95
-        advantages, returns = generalized_advantage_estimate(
+        advantages, returns = gae(
             self.rewards[:, :horizon, 0] / (self.reward_scale + 1e-8), self.values[:, :, 0],
             gamma=gamma, gae_lambda=lam, terminated=self.terminated[:, :horizon, 0],
             truncated=self.truncated[:, :horizon, 0], final_values=self.final_values[:, :horizon, 0],
