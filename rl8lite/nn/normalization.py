@@ -1,0 +1,137 @@
+"""Observation normalisation: running moments of every float observation leaf, in the policy.
+
+Examples:
+    >>> import torch
+    >>> from rl8lite.specs import Unbounded
+    >>> normalizer = ObservationNormalizer(Unbounded(2))
+    >>> normalizer.update(torch.tensor([[1.0, 10.0], [3.0, 30.0]]))
+    >>> normalizer(torch.tensor([[3.0, 30.0]]))
+    tensor([[1., 1.]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from ..data import DataKeys
+from ..specs import Composite, Spec
+
+Observation = torch.Tensor | TensorDict
+Path = tuple[str, ...]
+#: Sums a list of float64 tensors over every training process (the identity in one process).
+Summer = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+
+
+def float_leaves(spec: Spec, prefix: Path = ()) -> tuple[dict[Path, Spec], list[Path]]:
+    """``({path: spec} of float leaves, other leaves)`` of an observation spec, as key paths (an
+    action mask is neither: the policy reads it, the model does not)."""
+    if not isinstance(spec, Composite):
+        return ({prefix: spec}, []) if spec.dtype.is_floating_point else ({}, [prefix])
+    floats: dict[Path, Spec] = {}
+    others: list[Path] = []
+    for key in spec:
+        if key != DataKeys.ACTION_MASK:
+            f, o = float_leaves(spec[key], (*prefix, key))
+            floats.update(f)
+            others += o
+    return floats, others
+
+
+def merge_moments(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
+                  batch_count: torch.Tensor, batch_mean: torch.Tensor,
+                  batch_var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Chan et al.'s parallel update of ``(count, mean, var)`` (population variance) with a
+    batch's: ``delta = mean_b - mean``, ``M2 = var n + var_b n_b + delta^2 n n_b / (n + n_b)``."""
+    total = count + batch_count
+    delta = batch_mean - mean
+    new_mean = mean + delta * (batch_count / total)
+    m2 = var * count + batch_var * batch_count + delta.square() * (count * batch_count / total)
+    return total, new_mean, m2 / total
+
+
+class ObservationNormalizer(nn.Module):
+    """``clamp((x - mean) / sqrt(var + eps), -clip, clip)`` for every float observation leaf,
+    with running moments in float64 (identity until the first :meth:`update`).
+
+    Integer and categorical leaves and the action mask pass unchanged; windows of past
+    observations (view requirements) are normalised step by step, their padding kept zero.
+
+    Raises:
+        ValueError: The observation has no float leaf (naming the keys it has).
+    """
+
+    def __init__(self, observation_spec: Spec, *, clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        leaves, others = float_leaves(observation_spec)
+        self.paths = list(leaves)
+        if not self.paths:
+            keys = [".".join((DataKeys.OBS, *p)) for p in others] or [DataKeys.OBS]
+            raise ValueError(f"normalize_observations: the observation has no float entry to"
+                             f" normalise (its entries {keys} are integers or categories)")
+        self.clip, self.eps = float(clip), eps
+        for i, spec in enumerate(leaves.values()):
+            self.register_buffer(f"count_{i}", torch.zeros((), dtype=torch.float64))
+            self.register_buffer(f"mean_{i}", torch.zeros(spec.shape, dtype=torch.float64))
+            self.register_buffer(f"var_{i}", torch.ones(spec.shape, dtype=torch.float64))
+            # what forward reads, in the observation's dtype: updated in place (captured graphs)
+            self.register_buffer(f"shift_{i}", torch.zeros(spec.shape, dtype=spec.dtype))
+            self.register_buffer(f"scale_{i}", torch.ones(spec.shape, dtype=spec.dtype))
+
+    def keys(self) -> list[str]:
+        """The normalised entries, as ``obs.<key>...`` names."""
+        return [".".join((DataKeys.OBS, *path)) for path in self.paths]
+
+    def forward(self, obs: Observation) -> Observation:
+        if not isinstance(obs, TensorDict) or self.paths == [()]:
+            return self._normalize(obs, 0)
+        out = obs.copy()
+        for i, path in enumerate(self.paths):
+            out.set(path, self._normalize(obs.get(path), i))
+        return out
+
+    def _normalize(self, x: Observation, i: int) -> Observation:
+        shift, scale = getattr(self, f"shift_{i}"), getattr(self, f"scale_{i}")
+        if isinstance(x, TensorDict):  # a window: {INPUTS [B, size, ...], PADDING_MASK [B, size]}
+            inputs, padding = x[DataKeys.INPUTS], x[DataKeys.PADDING_MASK]
+            normalized = self._normalize(inputs, i)
+            mask = padding.reshape(*padding.shape, *[1] * (inputs.dim() - padding.dim()))
+            return TensorDict({DataKeys.INPUTS: normalized.masked_fill(mask, 0),
+                               DataKeys.PADDING_MASK: padding}, batch_size=x.batch_size)
+        return ((x - shift) * scale).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, rows: Observation, sum_over_ranks: Summer | None = None) -> None:
+        """Merge the moments of ``rows`` (a batch of observations ``[R, ...]``, every rank's when
+        ``sum_over_ranks`` sums over ranks) into the running ones.
+
+        Raises:
+            ValueError: A moment is not finite (naming the entry).
+        """
+        sums = []
+        for path in self.paths:
+            x = (rows if not path else rows.get(path)).reshape(-1, *self._shape(path))
+            x = x.to(torch.float64)
+            sums += [torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device),
+                     x.sum(0), x.square().sum(0)]
+        if sum_over_ranks is not None:
+            sums = sum_over_ranks(sums)
+        for i, key in enumerate(self.keys()):
+            n, s1, s2 = sums[3 * i: 3 * i + 3]
+            mean = s1 / n
+            var = (s2 / n - mean.square()).clamp(min=0)
+            state = [getattr(self, f"{name}_{i}") for name in ("count", "mean", "var")]
+            merged = merge_moments(*state, n, mean, var)
+            if not all(bool(m.isfinite().all()) for m in merged):
+                raise ValueError(f"observation normalisation: the running moments of {key} are"
+                                 " not finite (an observation too large to square in float64)")
+            for target, value in zip(state, merged):
+                target.copy_(value)
+            getattr(self, f"shift_{i}").copy_(merged[1])
+            getattr(self, f"scale_{i}").copy_((merged[2] + self.eps).rsqrt())
+
+    def _shape(self, path: Path) -> torch.Size:
+        return getattr(self, f"mean_{self.paths.index(path)}").shape
