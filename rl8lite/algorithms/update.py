@@ -107,8 +107,9 @@ class PPOUpdate:
         compiled = hparams.compile
         eager = self.chunk_losses_eager
         self.chunk_losses = torch.compile(eager) if compiled else eager
-        self.step_fn: Callable[..., torch.Tensor] = (
-            torch.compile(self.minibatch_step) if compiled else self.minibatch_step)
+        # the loss compiles; the step's backward and optimizer stay eager (dynamo cannot trace a
+        # recurrent model's backward)
+        self.step_fn: Callable[..., torch.Tensor] = self.minibatch_step
 
     # ------------------------------------------------------------------ the passes
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
