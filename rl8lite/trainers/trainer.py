@@ -8,6 +8,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -42,8 +43,6 @@ class Trainer:
 
     Args:
         experiment_name: MLflow experiment (default: the active one, else the env class's name).
-        run_name: MLflow run name (default: one drawn anew for each run).
-        tags: MLflow run tags.
         progress: Print a progress line per step of :meth:`run` (at most one a second).
         save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
         tracker: Another :class:`~rl8lite.tracking.Tracker` than MLflow's.
@@ -131,12 +130,12 @@ class Trainer:
             steps_per_video: int | None = None) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
 
-        Intervals count :meth:`step` calls: every ``steps_per_eval`` :meth:`eval` runs under
-        ``eval_env_config`` (default ``env_config``); every ``checkpoint_every``, and at the end,
-        a checkpoint is written (the newest ``keep_checkpoints`` kept); every ``steps_per_video``
-        the training env's next episode is filmed, and one more at the end. SIGINT and SIGTERM
-        stop after the step with a checkpoint; SIGUSR1 writes one. The run ends FINISHED, KILLED
-        (an interrupt or a signal) or FAILED (another error).
+        Every ``steps_per_eval`` steps :meth:`eval` runs under ``eval_env_config`` (default
+        ``env_config``); every ``checkpoint_every``, and at the end, a checkpoint is written (the
+        newest ``keep_checkpoints`` kept); every ``steps_per_video`` the next episode is filmed,
+        and one at the end. SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt,
+        SystemExit(143)); SIGUSR1 writes one. The run ends FINISHED, KILLED (an interrupt or a
+        signal) or FAILED (another error).
         """
         intervals = {"steps_per_eval": steps_per_eval, "checkpoint_every": checkpoint_every,
                      "steps_per_video": steps_per_video}
@@ -152,7 +151,7 @@ class Trainer:
                     stats = self.step(env_config=env_config)
                     self._report(stats)
                     steps = self.state["algorithm/steps"]
-                    met = any([c(stats) for c in conditions])  # noqa: C419 - every condition sees it
+                    met = any([c(stats) for c in conditions])  # noqa: C419 - call every condition
                     stop, stop_signal, checkpoint = self._agree(met, requests)
                     if not stop and stop_signal is None and _due(steps, steps_per_eval):
                         self.eval(env_config=eval_env_config)
@@ -183,7 +182,7 @@ class Trainer:
             raise
         if stop_signal == signal.SIGINT:
             raise KeyboardInterrupt
-        if stop_signal is not None:  # SIGTERM: exit 128 + signum
+        if stop_signal is not None:  # another stop signal: exit 128 + signum
             raise SystemExit(128 + stop_signal)
         return stats
 
@@ -210,10 +209,9 @@ class Trainer:
 
     def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
         """Agreed ``(stop, stop signal, checkpoint)``; clears the checkpoint request."""
-        flags = [stop, requests.stop or 0, requests.checkpoint]
-        agreed, signum, checkpoint = self.ranks.agree(flags)
+        agreed, signum, save = self.ranks.agree([stop, requests.stop or 0, requests.checkpoint])
         requests.checkpoint = False
-        return bool(agreed), int(signum) or None, bool(checkpoint)
+        return bool(agreed), int(signum) or None, bool(save)
 
     def _report(self, stats: dict[str, float], *, final: bool = False) -> None:
         if not self.progress:
@@ -239,8 +237,7 @@ class Trainer:
                                        registered_model_name=register)
 
     def _save_policy_or_warn(self) -> None:
-        """Log the policy, or warn and keep its weights in a checkpoint: a failed export must not
-        fail the run."""
+        """Log the policy, or warn and keep its weights in a checkpoint (the run does not fail)."""
         reason = None
         if self.ranks.is_main:
             try:
@@ -260,12 +257,10 @@ class Trainer:
     def record_video(self, *, env_config: Config = None, name: str | None = None,
                      max_steps: int = 1000, deterministic: bool = True,
                      env: Env | None = None) -> str | None:
-        """Film one episode of the policy and log it to the run; return its path there.
-
-        Copy 0 of ``env`` (default: the training env, restored after) is reset under
-        ``env_config`` and stepped until its episode ends or ``max_steps``; its ``render()``
-        frames are logged as ``videos/<name or "rollout">/step_<env steps>``. Under ``torchrun``
-        the ranks but 0 return ``None``.
+        """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
+        after) under ``env_config``, up to ``max_steps``; log its ``render()`` frames as
+        ``videos/<name or "rollout">/step_<env steps>`` and return that path (rank 0; others
+        ``None``).
 
         Raises:
             NotImplementedError: The env has no ``render()``, or the model sees windows of past
@@ -294,12 +289,11 @@ class Trainer:
         if filming is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
-        steps = self.state["env/steps"]
 
         def film() -> None:
             if filming.error is not None:
                 raise filming.error
-            log_video(self.tracker, filming, name="training", env_steps=steps)
+            log_video(self.tracker, filming, name="training", env_steps=self.state["env/steps"])
         self._video_or_warn(film)
 
     def _video_or_warn(self, film: Callable[[], Any]) -> None:
@@ -315,12 +309,8 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
         """Write everything needed to continue exactly, atomically (by default to the run's
-        checkpoint folder, keeping the newest ``keep`` files); return the file's path.
-
-        Raises:
-            ValueError: A bad ``keep``, or no ``path`` and no checkpoint folder.
-            CheckpointError: A config value cannot be checkpointed (nothing is written).
-        """
+        checkpoint folder, keeping the newest ``keep`` files); return the file's path. Raises
+        ``ValueError`` (a bad ``keep``; no ``path`` nor folder) or ``CheckpointError``."""
         check_int("keep", keep, minimum=1, optional=True, error=ValueError)
         if not self._model_checked:  # a model instance is kept as its class and config
             self._model_checked = True
@@ -338,9 +328,8 @@ class Trainer:
         a run id. ``device`` overrides the saved one; ``env`` resumes onto an env instance.
 
         Raises:
-            CheckpointError: The file is missing, corrupt or not a checkpoint; it names no MLflow
-                run and no ``tracker`` is given; another number of processes wrote it; or the
-                env instance is missing or unlike the one it was written from.
+            CheckpointError: The checkpoint is missing or unreadable, or cannot resume here (no
+                run and no ``tracker``, another world size, no or another env instance).
         """
         data, own = checkpoints.read_for_resume(path_or_run_id, tracking_uri,
                                                 custom_tracker=tracker is not None)
@@ -364,11 +353,9 @@ class Trainer:
 
     def _end_run(self, status: str, message: str) -> None:
         """End the run; under torchrun a SIGTERM waits until the run has its status."""
-        if not self.ranks.distributed or threading.current_thread() is not threading.main_thread():
-            self.tracker.end(status, message=message)
-            return
-        with SignalRequests():  # the handlers only record a signal
-            self.tracker.end(status, message=message)
+        main = threading.current_thread() is threading.main_thread()
+        with SignalRequests() if self.ranks.distributed and main else nullcontext():
+            self.tracker.end(status, message=message)  # a signal meanwhile is only recorded
 
     def __enter__(self) -> Self:
         return self
