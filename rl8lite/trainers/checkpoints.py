@@ -1,6 +1,5 @@
-"""A trainer's checkpoint: what it holds (plain data), how it is written, how an algorithm is
-rebuilt from one. Under ``torchrun`` each rank writes, and resumes from, a whole checkpoint of its
-own (:func:`~rl8lite.runtime.checkpoint_files.rank_file`), under the same world size."""
+"""A trainer's checkpoint: what it holds, how it is written, and how an algorithm is rebuilt from
+one (under ``torchrun``, one per rank, resumed under the same world size)."""
 
 from __future__ import annotations
 
@@ -81,9 +80,8 @@ def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
 
 def write(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker,
           path: str | Path | None, keep: int | None) -> Path:
-    """Write everything that continues training exactly, as plain data, atomically; make it the
-    run's ``latest`` (also the artifact ``checkpoints/latest.pt``) and keep the newest ``keep``
-    files in the folder."""
+    """Write everything that continues training exactly, atomically; make it the run's ``latest``
+    (and artifact ``checkpoints/latest.pt``) and keep the newest ``keep`` files in the folder."""
     if algorithm.env_given:
         env: Any = {"instance_of": env_label(algorithm.env_cls), **env_specs(algorithm.env)}
     else:
@@ -152,8 +150,7 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
 
 
 def latest_in_folder(folder: Path) -> Path:
-    """The checkpoint a run's folder resumes from: the one ``latest`` names, else the most env
-    steps."""
+    """The checkpoint a run's folder resumes from: ``latest``'s, else the most env steps."""
     if (latest := files.latest_in(folder)) is not None:
         return latest
     if numbered := files.numbered_checkpoints(folder):
@@ -164,8 +161,7 @@ def latest_in_folder(folder: Path) -> Path:
 
 
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
-    """Rank 0's name of the checkpoint a run id resumes from: the one ``latest`` names, else the
-    most env steps, else the run's artifact."""
+    """Rank 0's name of a run's checkpoint: ``latest``'s, else most env steps, else the artifact."""
     uri = tracking_uri or default_tracking_uri()
     folder = checkpoint_dir(uri, run_id)
     latest = files.latest_in(folder)

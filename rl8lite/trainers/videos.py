@@ -50,8 +50,7 @@ class Filming:
     def __call__(self, out: Any) -> None:
         if self.done:
             return
-        keys = (DataKeys.TERMINATED, DataKeys.TRUNCATED)
-        flags = [out[key][0, 0] for key in keys if key in out.keys()]
+        flags = [out[k][0, 0] for k in (DataKeys.TERMINATED, DataKeys.TRUNCATED) if k in out.keys()]
         ended = bool(torch.stack(flags).any()) if flags else False
         if self.waiting:
             if ended or not flags:  # copy 0 has just started an episode (it resets itself)
@@ -98,9 +97,8 @@ def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, determ
 
 
 def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) -> str:
-    """Log the frames (H.264 MP4 with the ``video`` extra, else a GIF) as
-    ``videos/<name>/step_<env steps>``, the first as an image under that key, and the episode's
-    return and length; return the artifact's path."""
+    """Log the frames (MP4 with the ``video`` extra, else GIF) as ``videos/<name>/step_<steps>``,
+    the first as an image, and the episode's return and length; return the artifact's path."""
     if not filming.frames:
         raise ValueError("no frames were filmed")
     env, folder = filming.env, f"videos/{name}"
