@@ -1,6 +1,5 @@
-"""``TrainConfig``: a trainer described by a YAML or JSON file (rl8's): the env class by dotted
-path (or a Gymnasium env) and :class:`~rl8lite.AlgorithmConfig` fields under
-``algorithm_config``. Every problem is found, and named, when the file is read."""
+"""``TrainConfig``: a trainer described by a YAML or JSON file (rl8's); every problem in it is
+found, and named, when the file is read."""
 
 from __future__ import annotations
 
@@ -42,24 +41,19 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 
 @dataclass
 class TrainConfig:
-    """A trainer built from a config: env class, algorithm hyperparameters (rl8's).
-
-    Dotted paths are imported, and every field is checked, at construction, so a bad config
-    fails before any env or MLflow run exists.
+    """A trainer built from a config (rl8's): the env class and the algorithm's hyperparameters,
+    every field checked and every dotted path imported at construction.
 
     Args:
         env_cls: The env class, its dotted path (``"package.module.Name"`` or
             ``"package.module:Name"``), or a Gymnasium env: ``"gymnasium:<env id>"`` or a mapping
             of :func:`~rl8lite.env.gymnasium_env`'s arguments (``{"gymnasium": <env id>, ...}``).
-        algorithm_config: :class:`~rl8lite.AlgorithmConfig` fields; ``model_cls``,
-            ``distribution_cls`` and ``optimizer_cls`` may be dotted paths.
-        recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm` (``algorithm_config`` may then
-            also hold ``seq_len`` and ``seqs_per_state_reset``).
+        algorithm_config: :class:`~rl8lite.AlgorithmConfig` fields (classes may be dotted paths).
+        recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm`.
 
     Raises:
-        TrainConfigError: A field has the wrong type, or ``env_cls`` is not a concrete
-            :class:`~rl8lite.Env` subclass.
-        UnknownFieldError: ``algorithm_config`` names an unknown field.
+        TrainConfigError: A malformed field, or ``env_cls`` is no concrete :class:`~rl8lite.Env`
+            (:class:`UnknownFieldError`: an unknown ``algorithm_config`` field).
         ImportError: A dotted path does not import.
         ConfigError: A hyperparameter is out of range.
 
@@ -84,21 +78,17 @@ class TrainConfig:
             except (TypeError, ValueError) as e:  # a malformed Gymnasium env mapping or option
                 raise TrainConfigError(f"env_cls {reference!r}: {e}") from e
         _check_env_cls(self.env_cls, reference)
-        if self.algorithm_config is None:
-            self.algorithm_config = {}
-        if not isinstance(self.algorithm_config, Mapping):
+        if not isinstance(self.algorithm_config, Mapping | None):
             raise TrainConfigError("algorithm_config must be a mapping of AlgorithmConfig fields,"
                                    f" received {self.algorithm_config!r}")
-        self.algorithm_config = dict(self.algorithm_config)
+        values = self.algorithm_config = dict(self.algorithm_config or {})
         names = config_fields(RecurrentAlgorithmConfig if self.recurrent else AlgorithmConfig)
-        unknown = [key for key in self.algorithm_config if key not in names]
-        if unknown:
+        if unknown := [key for key in values if key not in names]:
             fields = unknown_fields(unknown, names)
             raise UnknownFieldError(f"unknown algorithm_config field(s) {fields}")
         for name in CLASS_FIELDS:
-            if isinstance(value := self.algorithm_config.get(name), str):
-                what = f"algorithm_config.{name}"
-                self.algorithm_config[name] = import_dotted_path(value, what=what)
+            if isinstance(value := values.get(name), str):
+                values[name] = import_dotted_path(value, what=f"algorithm_config.{name}")
         self.to_algorithm_config().validate()
 
     def to_algorithm_config(self) -> AlgorithmConfig:
@@ -111,19 +101,14 @@ class TrainConfig:
         return self.to_algorithm_config().build(self.env_cls)  # type: ignore[arg-type]
 
     def build(self, *, experiment_name: str | None = None, **trainer_options: Any) -> Trainer:
-        """A :class:`~rl8lite.Trainer` of this config, logging to its own MLflow run;
-        ``trainer_options`` are the trainer's other keywords (``run_name``, ``progress``, ...)."""
+        """A :class:`~rl8lite.Trainer` of this config (``trainer_options``: its other keywords)."""
         return Trainer(self.build_algorithm(), experiment_name=experiment_name, **trainer_options)
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
         """Read a config from a ``.yaml``/``.yml`` or ``.json`` file: a mapping with ``env_cls``
-        (required), ``algorithm_config`` and ``recurrent``. Errors name the file.
-
-        Raises:
-            FileNotFoundError: The file does not exist.
-            TrainConfigError: It is not valid YAML/JSON, not a mapping, lacks ``env_cls``, or
-                has unknown top-level keys (and :class:`TrainConfig`'s own errors).
+        (required), ``algorithm_config`` and ``recurrent``. Its errors (``FileNotFoundError``,
+        ``TrainConfigError`` and :class:`TrainConfig`'s) name the file.
 
         Examples:
             >>> TrainConfig.from_file("config.yaml").build().run()  # doctest: +SKIP
