@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-from .algorithms import Algorithm, ConfigError
+from .algorithms import ConfigError
 from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
@@ -118,8 +118,7 @@ def _error(message: object) -> int:
 def _raised_by_rl8lite(error: BaseException) -> bool:
     """Whether the innermost frame of ``error``'s traceback, skipping the standard library's
     (``open`` raises for its caller) and generated code (``<string>``), is in rl8lite."""
-    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
-    for frame in reversed(frames):
+    for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
         if (filename := frame.f_code.co_filename).startswith("<"):
             continue
         path = Path(filename).resolve()
@@ -183,8 +182,7 @@ def _train(args: argparse.Namespace) -> int:
     until = f"{args.max_env_steps:,} env steps" if args.max_env_steps else "Ctrl-C"
     say(ranks, f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
         f" {hp.horizon} steps per training step) on {where} until {until}")
-    tracker = trainer.tracker
-    if isinstance(tracker, MlflowTracker):
+    if isinstance(tracker := trainer.tracker, MlflowTracker):
         print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
         print(f"rl8lite: then browse to {tracker.runs_url}")
     stop = [HitsUpperBound("env/steps", args.max_env_steps)] if args.max_env_steps else []
@@ -197,7 +195,7 @@ def _train(args: argparse.Namespace) -> int:
             say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
             status = 130
         if args.save is not None and ranks.is_main:
-            save_policy(algorithm, args.save)
+            save_policy_model(algorithm.policy, algorithm.env.observation_spec, args.save)
             print(f"rl8lite: saved the policy to {args.save}"
                   " (load it with mlflow.pyfunc.load_model)")
     finally:
@@ -210,8 +208,3 @@ def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:
     if ranks.is_main:
         print(message, file=file or sys.stdout, flush=True)
 
-
-def save_policy(algorithm: Algorithm, path: str | Path) -> None:
-    """Save ``algorithm``'s policy as an MLflow model in folder ``path``
-    (``mlflow.pyfunc.load_model(path).predict(obs)`` gives deterministic actions)."""
-    save_policy_model(algorithm.policy, algorithm.env.observation_spec, path)

@@ -10,12 +10,8 @@ from .conditions import HitsUpperBound, Or
 from .examples import CartPole
 from .examples.configs import CARTPOLE
 
-EVAL_CONFIGS = {
-    "default": {},
-    "heavy_pole": {"pole_mass": 0.5},
-    "long_pole": {"length": 1.0},
-    "strong_gravity": {"gravity": 15.0},
-}
+EVAL_CONFIGS = {"default": {}, "heavy_pole": {"pole_mass": 0.5}, "long_pole": {"length": 1.0},
+                "strong_gravity": {"gravity": 15.0}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -45,9 +41,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(f"\nA video of the trained policy is in the run's artifacts: {video}")
         tracker = trainer.tracker
     if getattr(tracker, "tracking_uri", None) is not None:
-        print("\nOpen the MLflow UI on these runs with:\n")
-        print(f"    {tracker.ui_command}\n")  # type: ignore[attr-defined]
-        print(f"then browse to {tracker.runs_url}")  # type: ignore[attr-defined]
+        ui, url = tracker.ui_command, tracker.runs_url  # type: ignore[attr-defined]
+        print(f"\nOpen the MLflow UI on these runs with:\n\n    {ui}\n\nthen browse to {url}")
     return results
 
 
