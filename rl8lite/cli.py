@@ -1,12 +1,5 @@
-"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``).
-
-Exit status: 0 when training stopped at ``--max-env-steps``; 2 when the command
-line, the config file or the env is wrong (one ``rl8lite: error: ...`` line,
-nothing trained); 130 after Ctrl-C (the MLflow run ends KILLED, and
-``--save`` still saves the policy as it is). An exception raised by the user's
-own code (the env's or the model's) is not reduced to one line: it propagates
-with its traceback (status 1), which names the file and line that raised it.
-"""
+"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``); its
+exit statuses are in ``_EPILOG``."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-from .algorithms import Algorithm, ConfigError
+from .algorithms import ConfigError
 from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
@@ -32,22 +25,15 @@ from .tracking.export import ExportError, export_policy
 from .trainers import Trainer
 from .trainers.train_config import TrainConfig, TrainConfigError
 
-#: rl8lite's own errors about its input (the command, its config, the env's outputs
-#: and specs): one line, status 2.
-_INPUT_ERRORS = (
-    ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError, SpecError,
-    CheckpointError, TrackingError, ExportError, DistributedError,
-)
-#: Built-in errors that are one line and status 2 only when rl8lite's own code raised
-#: them (no such config file, a dotted path that does not import, num_envs above
-#: Env.max_num_envs, ...). Raised by the user's env or model code, they keep their
-#: traceback, which names the file and line at fault.
+#: rl8lite's errors about its input (command, config, the env's outputs and specs): status 2.
+_INPUT_ERRORS = (ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError,
+                 SpecError, CheckpointError, TrackingError, ExportError, DistributedError)
+#: Built-in errors that are one line and status 2 only when rl8lite's own code raised them (no
+#: such file, a dotted path that does not import, ...); the user's code's keep their traceback.
 _RL8LITE_RAISED_ERRORS = (OSError, ImportError, ValueError, NotImplementedError)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_STDLIB_DIRS = tuple(
-    {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")}
-)
+_STDLIB_DIRS = tuple({Path(sysconfig.get_path(key)).resolve() for key in ("stdlib", "platstdlib")})
 
 _EPILOG = """\
 config file (YAML or JSON):
@@ -65,61 +51,45 @@ exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted
 
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
+        if (value := int(text)) >= 1:
+            return value
     except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}")
-    return value
+        pass
+    raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rl8lite`` argument parser (its ``train`` subcommand documents every flag)."""
     parser = argparse.ArgumentParser(
-        prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer."
-    )
+        prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer.")
     parser.add_argument("--version", action="version",
                         version=f"rl8lite {package_version('rl8lite')}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = commands.add_parser(
-        "train",
-        help="train a policy from a config file, logging to MLflow",
+        "train", help="train a policy from a config file, logging to MLflow", epilog=_EPILOG,
         description=(
             "Train a policy from a YAML/JSON train config, logging params and metrics to an\n"
             "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/\n"
-            "folder). Trains until --max-env-steps env steps, or until Ctrl-C."
-        ),
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    train.add_argument(
-        "-f", "--config-file", "--file", dest="config_file", required=True, type=Path,
-        metavar="FILE",
-        help="train config (.yaml, .yml or .json) with env_cls and algorithm_config"
-        " (--file is rl8's spelling)",
-    )
-    train.add_argument(
-        "--experiment-name", metavar="NAME",
-        help="MLflow experiment to log the run under (default: the env class name)",
-    )
-    train.add_argument(
-        "--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int, metavar="N",
-        help="stop after the training step that reaches N env steps (each training step adds"
-        " num_envs x horizon env steps). Default: train until Ctrl-C",
-    )
-    train.add_argument(
-        "--steps-per-eval", type=_positive_int, metavar="N",
-        help="evaluate the policy every N training steps (default: never)",
-    )
-    train.add_argument(
-        "--save", type=Path, metavar="DIR",
-        help="save the trained policy as an MLflow model to DIR (new or empty), served"
-        " by mlflow.pyfunc.load_model(DIR).predict(obs); also saved after Ctrl-C",
-    )
-    train.add_argument(
-        "--no-progress", action="store_true",
-        help="do not print a progress line per training step",
-    )
+            "folder). Trains until --max-env-steps env steps, or until Ctrl-C."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
+                       type=Path, metavar="FILE",
+                       help="train config (.yaml, .yml or .json) with env_cls and"
+                       " algorithm_config (--file is rl8's spelling)")
+    train.add_argument("--experiment-name", metavar="NAME",
+                       help="MLflow experiment to log the run under (default: the env class name)")
+    train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
+                       metavar="N", help="stop after the training step that reaches N env steps"
+                       " (each training step adds num_envs x horizon env steps). Default: train"
+                       " until Ctrl-C")
+    train.add_argument("--steps-per-eval", type=_positive_int, metavar="N",
+                       help="evaluate the policy every N training steps (default: never)")
+    train.add_argument("--save", type=Path, metavar="DIR",
+                       help="save the trained policy as an MLflow model to DIR (new or empty),"
+                       " served by mlflow.pyfunc.load_model(DIR).predict(obs); also saved after"
+                       " Ctrl-C")
+    train.add_argument("--no-progress", action="store_true",
+                       help="do not print a progress line per training step")
     return parser
 
 
@@ -145,39 +115,23 @@ def _error(message: object) -> int:
     return 2
 
 
-def _is_under(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def _raised_by_rl8lite(error: BaseException) -> bool:
-    """Whether rl8lite's own code raised ``error`` (not the user's env or model code).
-
-    The innermost frame of its traceback, skipping the standard library's (``open``
-    and ``pathlib`` raise for their caller) and generated code (``<string>``,
-    ``<frozen ...>``), must be in the rl8lite package.
-    """
-    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
-    for frame in reversed(frames):
-        filename = frame.f_code.co_filename
-        if filename.startswith("<"):
+    """Whether the innermost frame of ``error``'s traceback, skipping the standard library's
+    (``open`` raises for its caller) and generated code (``<string>``), is in rl8lite."""
+    for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
+        if (filename := frame.f_code.co_filename).startswith("<"):
             continue
         path = Path(filename).resolve()
-        in_stdlib = any(_is_under(path, d) for d in _STDLIB_DIRS) and not (
-            {"site-packages", "dist-packages"} & set(path.parts)
-        )
+        in_stdlib = any(path.is_relative_to(d) for d in _STDLIB_DIRS) and not (
+            {"site-packages", "dist-packages"} & set(path.parts))
         if not in_stdlib:
-            return _is_under(path, _PACKAGE_DIR)
+            return path.is_relative_to(_PACKAGE_DIR)
     return False
 
 
 def _save_problem(path: Path) -> str | None:
-    """Why ``--save path`` could not be saved to, or ``None``; creates no folder.
-
-    ``path`` must be an empty folder or not exist yet, and its nearest existing
-    ancestor a folder this process can write to (``os.access``, then an unnamed
-    temporary file: root passes ``os.access`` even where nothing can be created,
-    as in ``/proc``).
-    """
+    """Why ``--save path`` could not be saved to (not new or empty, or its nearest existing
+    folder not writable), or ``None``; creates no folder."""
     try:
         if path.exists():
             if not path.is_dir() or any(path.iterdir()):
@@ -191,25 +145,22 @@ def _save_problem(path: Path) -> str | None:
                 return f"{problem}{folder} is not a folder"
     except OSError as e:  # e.g. an ancestor this user may not search
         return f"cannot be checked: {e.strerror or e}"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{problem}cannot write to the folder {folder}"
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+    try:  # a file too: root passes os.access even where nothing can be created (/proc)
+        if os.access(folder, os.W_OK | os.X_OK):
+            with tempfile.TemporaryFile(dir=folder):
+                return None
     except OSError:
-        return f"{problem}cannot write to the folder {folder}"
-    return None
+        pass
+    return f"{problem}cannot write to the folder {folder}"
 
 
 def _train(args: argparse.Namespace) -> int:
-    # The console script, unlike `python -m`, does not put the current directory
-    # on sys.path: add it (last), so `env_cls: my_env.MyEnv` imports either way.
+    # the console script, unlike `python -m`, leaves the current directory off sys.path
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
-    if args.save is not None:  # checked first: building the env may take a while
-        problem = _save_problem(args.save)
-        if problem is not None:
-            return _error(f"--save {args.save}: {problem}")
+    # --save is checked first: building the env may take a while
+    if args.save is not None and (problem := _save_problem(args.save)) is not None:
+        return _error(f"--save {args.save}: {problem}")
     try:
         config = TrainConfig.from_file(args.config_file)
         algorithm = config.build_algorithm()
@@ -217,13 +168,10 @@ def _train(args: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
         algorithm.validate()
-        trainer = Trainer(
-            algorithm, experiment_name=args.experiment_name, progress=not args.no_progress
-        )
-    except _INPUT_ERRORS as e:
-        return _error(e)
-    except _RL8LITE_RAISED_ERRORS as e:
-        if not _raised_by_rl8lite(e):
+        trainer = Trainer(algorithm, experiment_name=args.experiment_name,
+                          progress=not args.no_progress)
+    except (*_INPUT_ERRORS, *_RL8LITE_RAISED_ERRORS) as e:
+        if not isinstance(e, _INPUT_ERRORS) and not _raised_by_rl8lite(e):
             raise  # the user's env or model code raised it: keep the traceback (status 1)
         return _error(e)
 
@@ -231,14 +179,10 @@ def _train(args: argparse.Namespace) -> int:
     where = hp.device
     if ranks.distributed:  # every process its own copies and device
         where = f"{ranks.world_size} processes ({hp.device.split(':')[0]}), {hp.num_envs} envs each"
-    say(
-        ranks,
-        f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x {hp.horizon}"
-        f" steps per training step) on {where}"
-        + (f" until {args.max_env_steps:,} env steps" if args.max_env_steps else " until Ctrl-C"),
-    )
-    tracker = trainer.tracker
-    if isinstance(tracker, MlflowTracker):
+    until = f"{args.max_env_steps:,} env steps" if args.max_env_steps else "Ctrl-C"
+    say(ranks, f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
+        f" {hp.horizon} steps per training step) on {where} until {until}")
+    if isinstance(tracker := trainer.tracker, MlflowTracker):
         print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
         print(f"rl8lite: then browse to {tracker.runs_url}")
     stop = [HitsUpperBound("env/steps", args.max_env_steps)] if args.max_env_steps else []
@@ -251,7 +195,7 @@ def _train(args: argparse.Namespace) -> int:
             say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
             status = 130
         if args.save is not None and ranks.is_main:
-            save_policy(algorithm, args.save)
+            save_policy_model(algorithm.policy, algorithm.env.observation_spec, args.save)
             print(f"rl8lite: saved the policy to {args.save}"
                   " (load it with mlflow.pyfunc.load_model)")
     finally:
@@ -264,11 +208,3 @@ def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:
     if ranks.is_main:
         print(message, file=file or sys.stdout, flush=True)
 
-
-def save_policy(algorithm: Algorithm, path: str | Path) -> None:
-    """Save ``algorithm``'s policy as an MLflow model in folder ``path``.
-
-    ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations to deterministic actions (see :meth:`rl8lite.Trainer.log_policy`).
-    """
-    save_policy_model(algorithm.policy, algorithm.env.observation_spec, path)

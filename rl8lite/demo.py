@@ -1,7 +1,5 @@
-"""The CartPole demo: train until solved, evaluate under other physics, film, print the UI command.
-
-Run it with ``python -m rl8lite.demo`` (``--help`` for options).
-"""
+"""The CartPole demo (``python -m rl8lite.demo``): train until solved, evaluate under other
+physics, film, print the UI command."""
 
 from __future__ import annotations
 
@@ -12,12 +10,8 @@ from .conditions import HitsUpperBound, Or
 from .examples import CartPole
 from .examples.configs import CARTPOLE
 
-EVAL_CONFIGS = {
-    "default": {},
-    "heavy_pole": {"pole_mass": 0.5},
-    "long_pole": {"length": 1.0},
-    "strong_gravity": {"gravity": 15.0},
-}
+EVAL_CONFIGS = {"default": {}, "heavy_pole": {"pole_mass": 0.5}, "long_pole": {"length": 1.0},
+                "strong_gravity": {"gravity": 15.0}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -28,37 +22,27 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--experiment-name", default="CartPole",
                         help="MLflow experiment (default CartPole)")
     args = parser.parse_args(argv)
-
     algorithm = Algorithm(CartPole, seed=args.seed, **CARTPOLE)
     with Trainer(algorithm, experiment_name=args.experiment_name, run_name="demo") as trainer:
         hp = algorithm.hparams
         print(f"Training CartPole: {hp.num_envs} envs x {hp.horizon} steps per collect")
-        trainer.run(
-            stop_conditions=[
-                Or([
-                    HitsUpperBound("episodes/return_mean", 475.0),
-                    HitsUpperBound("env/steps", args.max_steps),
-                ])
-            ]
-        )
-        # The env resets every horizons_per_env_reset collects; evaluation must start there.
+        solved = HitsUpperBound("episodes/return_mean", 475.0)
+        trainer.run(stop_conditions=[Or([solved, HitsUpperBound("env/steps", args.max_steps)])])
+        # the env resets every horizons_per_env_reset collects; evaluation must start there
         k = algorithm.horizons_per_env_reset
         while trainer.state["algorithm/collects"] % k:
             trainer.step()
         results = {}
         for name, config in EVAL_CONFIGS.items():
-            stats = trainer.eval(env_config=config, name=name)
-            results[name] = stats
+            results[name] = stats = trainer.eval(env_config=config, name=name)
             mean = stats[f"eval/{name}/episodes/return_mean"]
             print(f"eval {name:>15}: mean episode return {mean:.1f}")
         video = trainer.record_video(name="demo")
         print(f"\nA video of the trained policy is in the run's artifacts: {video}")
         tracker = trainer.tracker
-    uri = getattr(tracker, "tracking_uri", None)
-    if uri is not None:
-        print("\nOpen the MLflow UI on these runs with:\n")
-        print(f"    {tracker.ui_command}\n")  # type: ignore[attr-defined]
-        print(f"then browse to {tracker.runs_url}")  # type: ignore[attr-defined]
+    if getattr(tracker, "tracking_uri", None) is not None:
+        ui, url = tracker.ui_command, tracker.runs_url  # type: ignore[attr-defined]
+        print(f"\nOpen the MLflow UI on these runs with:\n\n    {ui}\n\nthen browse to {url}")
     return results
 
 

@@ -1,15 +1,5 @@
-"""What a trainer's checkpoint holds, how it is written, and how an algorithm is rebuilt from one.
-
-A checkpoint is plain data (:mod:`rl8lite.runtime.checkpoint_files`): the env class by reference
-(:func:`rl8lite.env.env_reference`) or, for an env handed over as an instance, its class's name
-and specs; the algorithm and the config's classes as dotted paths; the config's values; the
-algorithm's state; the trainer's counters; the RNG states and the MLflow run to continue.
-
-Under ``torchrun`` every rank writes a whole checkpoint of its own (env copies, buffer, carries
-and random streams differ per rank): rank 0 the named file, rank ``k`` the one
-:func:`~rl8lite.runtime.checkpoint_files.rank_file` names beside it. Each rank resumes from its
-own file, under the same world size.
-"""
+"""A trainer's checkpoint: what it holds, how it is written, and how an algorithm is rebuilt from
+one (under ``torchrun``, one per rank, resumed under the same world size)."""
 
 from __future__ import annotations
 
@@ -33,8 +23,7 @@ CLASS_FIELDS = ("model_cls", "distribution_cls", "optimizer_cls")
 
 
 def config_to_plain(config: AlgorithmConfig) -> dict[str, Any]:
-    """The config as plain data: classes become dotted paths, a model instance its class and
-    config."""
+    """The config as plain data: classes as dotted paths, a model instance as class and config."""
     plain = {f.name: files.to_plain(getattr(config, f.name), f.name)
              for f in dataclasses.fields(config) if f.name != "model"}
     if config.model is not None:
@@ -62,12 +51,11 @@ def env_specs(env: Env) -> dict[str, str]:
             "num_envs": str(env.num_envs)}
 
 
-def model_rebuild_problem(algorithm: Algorithm) -> str | None:
-    """Why a resume could not rebuild the configured model instance from its class and ``config``
-    (all a checkpoint keeps of it besides its weights), or ``None``."""
+def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
+    """Warn when a resume could not rebuild the model instance from its class and ``config``."""
     model = algorithm.hparams.model
     if model is None:
-        return None
+        return
     spec_args = (algorithm.env.observation_spec, algorithm.env.action_spec)
     call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -76,17 +64,12 @@ def model_rebuild_problem(algorithm: Algorithm) -> str | None:
         with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the stream
             rebuilt = type(model)(*spec_args, **dict(getattr(model, "config", {}) or {}))
     except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
-        return f"{call} raises {type(e).__name__}: {e}"
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
-    if expected != got:
+        problem = f"{call} raises {type(e).__name__}: {e}"
+    else:
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        got = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
         differences = sorted(set(expected.items()) ^ set(got.items()))[:3]
-        return f"{call} builds other parameters (e.g. {differences})"
-    return None
-
-
-def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
-    problem = model_rebuild_problem(algorithm)
+        problem = f"{call} builds other parameters (e.g. {differences})" if differences else None
     if problem is not None:
         warnings.warn(
             "checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
@@ -95,12 +78,10 @@ def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
             RuntimeWarning, stacklevel=4)
 
 
-def payload(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker) -> dict[str, Any]:
-    """Everything that continues training exactly, as plain data.
-
-    Raises:
-        CheckpointError: A config value or the env class cannot be checkpointed.
-    """
+def write(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker,
+          path: str | Path | None, keep: int | None) -> Path:
+    """Write everything that continues training exactly, atomically; make it the run's ``latest``
+    (and artifact ``checkpoints/latest.pt``) and keep the newest ``keep`` files in the folder."""
     if algorithm.env_given:
         env: Any = {"instance_of": env_label(algorithm.env_cls), **env_specs(algorithm.env)}
     else:
@@ -108,7 +89,7 @@ def payload(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker) ->
             env = env_reference(algorithm.env_cls)  # a dotted path, or a Gymnasium env's options
         except ImportError as e:
             raise files.CheckpointError(f"cannot checkpoint env_cls: {e}") from None
-    return {
+    data = {
         "format": files.FORMAT, "version": files.VERSION, "env_cls": env,
         "algorithm_cls": dotted_path(type(algorithm)), "config": config_to_plain(algorithm.hparams),
         "algorithm": files.to_plain(algorithm.state_dict(), "algorithm state"),
@@ -116,14 +97,7 @@ def payload(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker) ->
         "run": {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri},
         "world_size": algorithm.ranks.world_size, "rank": algorithm.ranks.rank,
     }
-
-
-def write(data: dict[str, Any], tracker: Tracker, algorithm: Algorithm, path: str | Path | None,
-          keep: int | None) -> Path:
-    """Write a checkpoint of ``data`` (:func:`payload`) atomically, point the run's ``latest`` at
-    it, log it as the run's ``checkpoints/latest.pt`` and keep the newest ``keep`` in the folder."""
-    ranks, folder = algorithm.ranks, tracker.checkpoint_dir
-    steps = data["trainer"]["state"]["env/steps"]
+    ranks, folder, steps = algorithm.ranks, tracker.checkpoint_dir, counters["env/steps"]
     if path is None:
         if folder is None:
             raise ValueError("this tracker has no checkpoint folder: pass path=")
@@ -146,12 +120,7 @@ def write(data: dict[str, Any], tracker: Tracker, algorithm: Algorithm, path: st
 
 def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
                            env: Env | None) -> Algorithm:
-    """The algorithm a checkpoint describes, its state loaded; onto ``env`` when given.
-
-    Raises:
-        CheckpointError: A class it names does not import, it was written from an env instance
-            and none is given, or ``env``'s specs differ from the checkpoint's (named).
-    """
+    """The algorithm a checkpoint describes, its state loaded; onto ``env`` when given."""
     saved_env = data["env_cls"]
     try:
         if isinstance(saved_env, dict) and "instance_of" in saved_env:
@@ -161,9 +130,8 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
                     " instance handed to the algorithm, which a checkpoint cannot rebuild: pass"
                     " env=<an instance like it> to from_checkpoint")
             specs = env_specs(env)
-            mismatch = [f"{k}: checkpoint {v}, instance {specs[k]}"
-                        for k, v in saved_env.items() if k in specs and specs[k] != v]
-            if mismatch:
+            if mismatch := [f"{k}: checkpoint {v}, instance {specs[k]}"
+                            for k, v in saved_env.items() if k in specs and specs[k] != v]:
                 raise files.CheckpointError(
                     f"checkpoint {str(path)!r}: the env instance differs from the one it was"
                     " written from: " + "; ".join(mismatch))
@@ -172,10 +140,8 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
         algorithm_cls = import_dotted_path(data.get("algorithm_cls", default_cls))
         recurrent = "recurrent" in data["algorithm"] or "seq_len" in data["config"]
         config = config_from_plain(data["config"], recurrent=recurrent)
-        if env is not None:
-            config = config.replace(device=str(env.device))
-        elif device is not None:
-            config = config.replace(device=device)
+        if env is not None or device is not None:
+            config = config.replace(device=str(env.device) if env is not None else device)
     except (ImportError, TypeError) as e:
         raise files.CheckpointError(f"checkpoint {str(path)!r}: {e}") from None
     algorithm = algorithm_cls(target, config)
@@ -184,17 +150,10 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
 
 
 def latest_in_folder(folder: Path) -> Path:
-    """The checkpoint a run's folder resumes from: the one its ``latest`` record names, or (a
-    folder without one) the one with the most env steps.
-
-    Raises:
-        CheckpointError: The folder holds neither.
-    """
-    latest = files.latest_in(folder)
-    if latest is not None:
+    """The checkpoint a run's folder resumes from: ``latest``'s, else the most env steps."""
+    if (latest := files.latest_in(folder)) is not None:
         return latest
-    numbered = files.numbered_checkpoints(folder)
-    if numbered:
+    if numbered := files.numbered_checkpoints(folder):
         return numbered[-1][1]
     raise files.CheckpointError(
         f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files: pass a"
@@ -202,8 +161,7 @@ def latest_in_folder(folder: Path) -> Path:
 
 
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
-    """The checkpoint a run id resumes from (for ``rank > 0``, rank 0's name of it: the rank's
-    own file is beside it): the ``latest`` record, else the most env steps, else the artifact."""
+    """Rank 0's name of a run's checkpoint: ``latest``'s, else most env steps, else the artifact."""
     uri = tracking_uri or default_tracking_uri()
     folder = checkpoint_dir(uri, run_id)
     latest = files.latest_in(folder)
@@ -225,30 +183,17 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
         raise files.CheckpointError(f"run {run_id!r} has no checkpoint: {e}") from None
 
 
-def checkpoint_to_resume(path_or_run_id: str | Path, tracking_uri: str | None,
-                         rank: int = 0) -> Path:
-    """Rank 0's checkpoint file that a file, a run's checkpoint folder, its ``latest`` record or
-    a run id names."""
-    path = Path(path_or_run_id)
-    if path.is_dir():
-        return latest_in_folder(path)
-    if path.name == files.LATEST and path.is_file():
-        return latest_in_folder(path.parent)
-    if path.is_file() or str(path_or_run_id).endswith(".pt"):
-        return path
-    return latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
-
-
 def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
                     custom_tracker: bool) -> tuple[dict[str, Any], Path]:
-    """This rank's checkpoint that ``path_or_run_id`` names, read, and its path.
-
-    Raises:
-        CheckpointError: Another number of processes wrote it, or it names no MLflow run and
-            no ``custom_tracker`` takes its place.
-    """
+    """This rank's checkpoint that a file, a run's checkpoint folder, its ``latest`` record or a
+    run id names, read, and its path."""
     rank, world_size, _ = process_rank()
-    own = files.rank_file(checkpoint_to_resume(path_or_run_id, tracking_uri, rank), rank)
+    path = Path(path_or_run_id)
+    if path.is_dir() or (path.name == files.LATEST and path.is_file()):
+        path = latest_in_folder(path if path.is_dir() else path.parent)
+    elif not path.is_file() and not str(path_or_run_id).endswith(".pt"):
+        path = latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
+    own = files.rank_file(path, rank)
     data = files.read_checkpoint(own)
     saved_world = int(data.get("world_size", 1))
     if saved_world != world_size:

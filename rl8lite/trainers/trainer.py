@@ -1,20 +1,17 @@
-"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking.
-
-The trainer knows nothing of PPO (it calls ``collect``/``step``/``evaluate`` on its algorithm)
-and talks to MLflow only through a :class:`~rl8lite.tracking.Tracker`.
-"""
+"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking around an
+algorithm (it knows nothing of PPO, and talks to MLflow only through a ``Tracker``)."""
 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, TextIO
+from typing import Any
 
 from typing_extensions import Self
 
@@ -31,8 +28,7 @@ from ..tracking.export import ExportError
 from . import checkpoints
 from .videos import Filming, film_policy, log_video
 
-#: What the progress line shows: the return first (an episodic env's episodes', else the
-#: horizon's), the env steps last.
+#: What the progress line shows (the episodes' return, else the horizon's), before the env steps.
 PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total",
                  "monitors/kl_div", "throughput/env_steps_per_s")
 Config = dict[str, Any] | None
@@ -41,22 +37,15 @@ Config = dict[str, Any] | None
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
 
-    Each trainer owns one MLflow run (or logs into the run the user opened with
-    ``mlflow.start_run``): params at construction, metrics at every step with ``step = env
-    steps``. Use it as a context manager, or call :meth:`close`, to end the run; :meth:`run`
-    ends it when it returns or fails. While open, its run is MLflow's active run. Under
-    ``torchrun`` rank 0 alone logs and prints, decisions (stop conditions, signals) are agreed
-    by every rank, and each rank writes its own checkpoint file.
+    Each trainer owns one MLflow run (or logs into the one the user opened), ended by
+    :meth:`close`, the context manager or the end of :meth:`run`; metrics are logged with
+    ``step = env steps``. Under ``torchrun`` rank 0 alone logs and prints.
 
     Args:
-        algorithm: The algorithm to train.
-        experiment_name: MLflow experiment (default: the one set with ``mlflow.set_experiment``
-            or ``MLFLOW_EXPERIMENT_NAME``/``_ID``, else the env class's name).
-        run_name: MLflow run name (default: a name drawn anew for each run).
-        tags: MLflow run tags.
+        experiment_name: MLflow experiment (default: the active one, else the env class's name).
         progress: Print a progress line per step of :meth:`run` (at most one a second).
         save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
-        tracker: Another tracker than MLflow's (:class:`~rl8lite.tracking.Tracker`).
+        tracker: Another :class:`~rl8lite.tracking.Tracker` than MLflow's.
         registered_model_name: Also register the policy :meth:`run` logs under this name.
         log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
 
@@ -73,16 +62,13 @@ class Trainer:
                  progress: bool = True, save_policy: bool = True,
                  tracker: tracking.Tracker | None = None, registered_model_name: str | None = None,
                  log_system_metrics: bool = False) -> None:
-        self.algorithm = algorithm
-        self.registered_model_name = registered_model_name
+        self.algorithm, self.registered_model_name = algorithm, registered_model_name
         self.state: dict[str, int] = {"algorithm/collects": 0, "algorithm/steps": 0, "env/steps": 0}
         ranks = algorithm.ranks
-        self.progress = progress and ranks.is_main
-        self.save_policy = save_policy
-        self._model_checked = False
+        self.progress, self.save_policy = progress and ranks.is_main, save_policy
+        self._model_checked = self._videos_failed = False
         self._last_report = (0.0, -1)
         self._filming: Filming | None = None
-        self._videos_failed = False
         self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
@@ -127,8 +113,7 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config`` at any step (see
-        :meth:`rl8lite.Algorithm.evaluate`, and what it costs the episodes in progress); log and
+        """Evaluate the policy under ``env_config`` (:meth:`rl8lite.Algorithm.evaluate`); log and
         return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
         stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
         hp = self.algorithm.hparams
@@ -145,17 +130,12 @@ class Trainer:
             steps_per_video: int | None = None) -> dict[str, float]:
         """Train until a stop condition holds (forever without one); return the last train stats.
 
-        Intervals count training steps (:meth:`step` calls): every ``steps_per_eval`` steps
-        :meth:`eval` runs under ``eval_env_config`` (default ``env_config``); every
-        ``checkpoint_every`` steps, and when the run ends, a checkpoint is written (the newest
-        ``keep_checkpoints`` kept); every ``steps_per_video`` steps copy 0 of the training env is
-        filmed during the next collects (its next whole episode), and :meth:`record_video` films
-        one more at the end. An interval longer than the run is a warning at its end.
-
-        SIGINT and SIGTERM stop after the current step with a checkpoint and end the run KILLED
-        (then SIGINT raises KeyboardInterrupt, SIGTERM SystemExit(143)); SIGUSR1 writes a
-        checkpoint and training goes on. The run ends FINISHED on return, KILLED on
-        KeyboardInterrupt, FAILED (the error in its ``rl8lite.error`` tag) on another exception.
+        Every ``steps_per_eval`` steps :meth:`eval` runs under ``eval_env_config`` (default
+        ``env_config``); every ``checkpoint_every``, and at the end, a checkpoint is written (the
+        newest ``keep_checkpoints`` kept); every ``steps_per_video`` the next episode is filmed,
+        and one at the end. SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt,
+        SystemExit(143)); SIGUSR1 writes one. The run ends FINISHED, KILLED (an interrupt or a
+        signal) or FAILED (another error).
         """
         intervals = {"steps_per_eval": steps_per_eval, "checkpoint_every": checkpoint_every,
                      "steps_per_video": steps_per_video}
@@ -171,7 +151,7 @@ class Trainer:
                     stats = self.step(env_config=env_config)
                     self._report(stats)
                     steps = self.state["algorithm/steps"]
-                    met = any([c(stats) for c in conditions])  # noqa: C419 - every condition sees it
+                    met = any([c(stats) for c in conditions])  # noqa: C419 - call every condition
                     stop, stop_signal, checkpoint = self._agree(met, requests)
                     if not stop and stop_signal is None and _due(steps, steps_per_eval):
                         self.eval(env_config=eval_env_config)
@@ -200,14 +180,15 @@ class Trainer:
             killed = distributed and ": KeyboardInterrupt" in message
             self._end_run("KILLED" if killed else "FAILED", message)
             raise
-        if stop_signal is not None:
-            _exit_for(stop_signal)
+        if stop_signal == signal.SIGINT:
+            raise KeyboardInterrupt
+        if stop_signal is not None:  # another stop signal: exit 128 + signum
+            raise SystemExit(128 + stop_signal)
         return stats
 
     def _finish_run(self, steps_per_video: int | None, checkpoint_every: int | None, keep: int,
                     requests: SignalRequests) -> int | None:
-        """Film, export the policy and checkpoint at the end of a run; return a stop signal that
-        arrived meanwhile (the run stays FINISHED)."""
+        """Film, export and checkpoint at the end; return a stop signal that came meanwhile."""
         self._filming = self.algorithm.rollout.observer = None
         if steps_per_video:
             self._video_or_warn(lambda: self.record_video(name="training"))
@@ -227,15 +208,12 @@ class Trainer:
                           RuntimeWarning, stacklevel=3)
 
     def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
-        """``(stop, stop signal, checkpoint)`` as every rank acts on them (a condition or a signal
-        on any rank counts); clears the checkpoint request."""
-        flags = [stop, requests.stop or 0, requests.checkpoint]
-        agreed, signum, checkpoint = self.ranks.agree(flags)
+        """Agreed ``(stop, stop signal, checkpoint)``; clears the checkpoint request."""
+        agreed, signum, save = self.ranks.agree([stop, requests.stop or 0, requests.checkpoint])
         requests.checkpoint = False
-        return bool(agreed), int(signum) or None, bool(checkpoint)
+        return bool(agreed), int(signum) or None, bool(save)
 
-    def _report(self, stats: dict[str, float], *, final: bool = False,
-                out: TextIO | None = None) -> None:
+    def _report(self, stats: dict[str, float], *, final: bool = False) -> None:
         if not self.progress:
             return
         now, step = time.monotonic(), self.state["algorithm/steps"]
@@ -246,27 +224,20 @@ class Trainer:
         keys = [k for k in PROGRESS_KEYS if k in stats and not (k == "returns/mean" and episodic)]
         shown = [f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]]
         parts = [f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]
-        print(" | ".join(parts), file=out or sys.stdout, flush=True)
+        print(" | ".join(parts), flush=True)
 
     # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
-        """Log the policy as an MLflow model of the run; return ``runs:/<run id>/<name>``.
-
-        A LoggedModel (the run's Models tab) with the metrics at the current env step and later
-        evaluations linked to it, loadable by that URI or ``models:/<model id>``
-        (``trainer.tracker.model_id``) and servable with ``mlflow models serve``;
-        ``registered_model_name`` (default: the trainer's) registers a new version.
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` returns deterministic actions for a batch
-        of observations; ``params={"deterministic": False}`` samples. Loading needs no rl8lite.
-        """
+        """Log the policy as an MLflow model of the run (and register it under
+        ``registered_model_name``); return ``runs:/<run id>/<name>``, whose
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
         register = registered_model_name or self.registered_model_name
-        algorithm = self.algorithm
-        return self.tracker.log_policy(algorithm.policy, algorithm.env.observation_spec, name,
-                                       step=self.state["env/steps"], registered_model_name=register)
+        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec,
+                                       name, step=self.state["env/steps"],
+                                       registered_model_name=register)
 
     def _save_policy_or_warn(self) -> None:
-        """Log the policy at the end of a run, or warn and keep its weights in a checkpoint: an
-        export that fails (``torch.export`` cannot trace a custom model) must not fail the run."""
+        """Log the policy, or warn and keep its weights in a checkpoint (the run does not fail)."""
         reason = None
         if self.ranks.is_main:
             try:
@@ -286,28 +257,21 @@ class Trainer:
     def record_video(self, *, env_config: Config = None, name: str | None = None,
                      max_steps: int = 1000, deterministic: bool = True,
                      env: Env | None = None) -> str | None:
-        """Film one episode of the current policy and log it to the run; return its path there.
-
-        Copy 0 of ``env`` (an instance you built; default: the training env) is reset under
-        ``env_config`` and stepped with the policy until its episode ends or ``max_steps``. Its
-        ``render()`` frames become an H.264 MP4 (``video`` extra; a GIF otherwise) at
-        ``videos/<name or "rollout">/step_<env steps>``, its first frame an image under that
-        key, and the episode's return and length metrics. Nothing is built, and training goes
-        on as it would have: the training env's state is restored (an env that cannot restore
-        it is reset at the next collect) and the random streams are as they were. Under
-        ``torchrun`` rank 0 films; the others return ``None``.
+        """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
+        after) under ``env_config``, up to ``max_steps``; log its ``render()`` frames as
+        ``videos/<name or "rollout">/step_<env steps>`` and return that path (rank 0; others
+        ``None``).
 
         Raises:
             NotImplementedError: The env has no ``render()``, or the model sees windows of past
-                observations (``run(steps_per_video=...)`` films those during training).
+                observations (``run(steps_per_video=...)`` films those).
             ValueError: ``render()`` gives no RGB ``uint8`` array, or a bad ``max_steps``.
         """
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
         algorithm = self.algorithm
         if not self.ranks.is_main:
             return None
-        windowed = windows_seen(algorithm.policy.model, algorithm.env.observation_spec)
-        if windowed:
+        if windowed := windows_seen(algorithm.policy.model, algorithm.env.observation_spec):
             raise NotImplementedError(f"{windowed}: record_video feeds it one observation per"
                                       " step; run(steps_per_video=...) films it during training")
         filming = film_policy(algorithm, env, max_steps=max_steps, deterministic=deterministic,
@@ -325,12 +289,12 @@ class Trainer:
         if filming is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
-        steps = self.state["env/steps"]
-        if filming.error is not None:
-            self._video_or_warn(lambda: _raise(filming.error))
-        else:
-            self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
-                                                  env_steps=steps))
+
+        def film() -> None:
+            if filming.error is not None:
+                raise filming.error
+            log_video(self.tracker, filming, name="training", env_steps=self.state["env/steps"])
+        self._video_or_warn(film)
 
     def _video_or_warn(self, film: Callable[[], Any]) -> None:
         """Film, or warn (once) that there will be no videos; training goes on."""
@@ -344,29 +308,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
-        """Write everything needed to continue exactly; return the file's path.
-
-        Written atomically (a crash leaves the previous file intact), logged to the run as
-        ``checkpoints/latest.pt``, by default as ``<store folder>/checkpoints/<run id>/
-        checkpoint-<env steps>.pt``. The newest save is the run's latest (its folder's
-        ``latest`` record names it), also after resuming from an earlier checkpoint.
-
-        Args:
-            path: Where to write (default: the run's checkpoint folder).
-            keep: Keep only the newest ``keep`` files of this trainer's history in that folder
-                (files with more env steps, left by an abandoned branch, are left alone).
-
-        Raises:
-            ValueError: A bad ``keep``, or no ``path`` and no checkpoint folder (before anything
-                is written or removed).
-            CheckpointError: A config value cannot be checkpointed (nothing is written).
-        """
+        """Write everything needed to continue exactly, atomically (by default to the run's
+        checkpoint folder, keeping the newest ``keep`` files); return the file's path. Raises
+        ``ValueError`` (a bad ``keep``; no ``path`` nor folder) or ``CheckpointError``."""
         check_int("keep", keep, minimum=1, optional=True, error=ValueError)
         if not self._model_checked:  # a model instance is kept as its class and config
             self._model_checked = True
             checkpoints.warn_if_model_cannot_be_rebuilt(self.algorithm)
-        data = checkpoints.payload(self.algorithm, self.state, self.tracker)
-        return checkpoints.write(data, self.tracker, self.algorithm, path, keep)
+        return checkpoints.write(self.algorithm, self.state, self.tracker, path, keep)
 
     @classmethod
     def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
@@ -375,17 +324,12 @@ class Trainer:
                         env: Env | None = None) -> Trainer:
         """Rebuild a trainer from a checkpoint and reopen its MLflow run (the step axis goes on).
 
-        ``path_or_run_id``: a checkpoint file, a run's checkpoint folder, the ``latest`` record
-        in it, or a run id (its latest checkpoint: the one ``latest`` names, else the file with
-        the most env steps, else the run's ``checkpoints/latest.pt`` artifact). Classes import
-        by dotted path; ``device`` overrides the saved one; ``env`` resumes onto an env instance
-        (needed for a run trained on one). Under ``torchrun`` each rank resumes from its own
-        file, under the world size that wrote it.
+        ``path_or_run_id``: a checkpoint file, a run's checkpoint folder or ``latest`` record, or
+        a run id. ``device`` overrides the saved one; ``env`` resumes onto an env instance.
 
         Raises:
-            CheckpointError: The file is missing, corrupt or not a checkpoint; it names no MLflow
-                run and no ``tracker`` is given; another number of processes wrote it; or the
-                env instance is missing or unlike the one it was written from.
+            CheckpointError: The checkpoint is missing or unreadable, or cannot resume here (no
+                run and no ``tracker``, another world size, no or another env instance).
         """
         data, own = checkpoints.read_for_resume(path_or_run_id, tracking_uri,
                                                 custom_tracker=tracker is not None)
@@ -408,13 +352,10 @@ class Trainer:
             self.algorithm.close()
 
     def _end_run(self, status: str, message: str) -> None:
-        """End the run; under torchrun, the SIGTERM that stops the ranks after a failure waits
-        until the run has its status."""
-        if not self.ranks.distributed or threading.current_thread() is not threading.main_thread():
-            self.tracker.end(status, message=message)
-            return
-        with SignalRequests():  # the handlers only record a signal
-            self.tracker.end(status, message=message)
+        """End the run; under torchrun a SIGTERM waits until the run has its status."""
+        main = threading.current_thread() is threading.main_thread()
+        with SignalRequests() if self.ranks.distributed and main else nullcontext():
+            self.tracker.end(status, message=message)  # a signal meanwhile is only recorded
 
     def __enter__(self) -> Self:
         return self
@@ -431,17 +372,6 @@ class Trainer:
 
 def _due(steps: int, every: int | None) -> bool:
     return bool(every) and steps % every == 0
-
-
-def _raise(error: BaseException) -> NoReturn:
-    raise error
-
-
-def _exit_for(signum: int) -> NoReturn:
-    """Leave as a stop signal asks: ``KeyboardInterrupt`` for SIGINT, else exit ``128 + signum``."""
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)
 
 
 #: rl8's name for a trainer of a :class:`~rl8lite.RecurrentAlgorithm`: the same trainer.

@@ -1,12 +1,5 @@
-"""Rollout videos: copy 0 of an env filmed while the policy acts, encoded and logged.
-
-:class:`Filming` watches a rollout step by step (``Rollout.observer``) and keeps copy 0's
-``render()`` frames of one episode: the training env during ordinary collects (no extra env
-steps, as Isaac Lab's video wrapper does), or an evaluation-style rollout of it.
-:func:`film_policy` steps an env instance or the training env (its state restored after).
-:func:`log_video` encodes the frames and logs them to the run with a poster frame and the
-episode's return and length.
-"""
+"""Rollout videos: copy 0 of an env filmed while the policy acts (during training collects, as
+Isaac Lab's video wrapper does, or in a rollout of its own), encoded and logged to the run."""
 
 from __future__ import annotations
 
@@ -20,7 +13,6 @@ import torch
 from ..algorithms import Algorithm
 from ..data import DataKeys
 from ..env import Env
-from ..policies import Policy
 from ..runtime.checkpoint_files import capture_rng, restore_rng
 from ..tracking import Tracker
 from ..tracking.video import check_frame, encode_video
@@ -29,27 +21,16 @@ from ..tracking.video import check_frame, encode_video
 DEFAULT_FPS = 30
 
 
-def env_fps(env: Any) -> float:
-    fps = getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps")
-    return float(fps or DEFAULT_FPS)
-
-
 class Filming:
-    """Copy 0's frames of one episode: :meth:`start` takes the first, then call it after every
-    env step of the rollout with the step's output.
-
-    With ``from_next_episode`` filming starts when copy 0's current episode ends (at once for
-    an env that reports no episode ends). It is :attr:`done` when the filmed episode ends or
-    after ``max_steps`` frames.
-    """
+    """Copy 0's frames of one episode, a rollout observer: :meth:`start` takes the first frame,
+    then call it with each env step's output. With ``from_next_episode`` filming starts when copy
+    0's current episode ends; it is :attr:`done` when the filmed one ends or at ``max_steps``."""
 
     def __init__(self, env: Env, max_steps: int, *, from_next_episode: bool = False) -> None:
         self.env, self.max_steps, self.waiting = env, max_steps, from_next_episode
         self.frames: list[np.ndarray] = []
-        self.episode_return = 0.0
-        self.done = False
-        #: Why filming stopped without a video (no ``render()``, frames that are not RGB images).
-        self.error: Exception | None = None
+        self.episode_return, self.done = 0.0, False
+        self.error: Exception | None = None  # why filming stopped without a video
 
     def start(self) -> None:
         self.waiting = False
@@ -69,8 +50,7 @@ class Filming:
     def __call__(self, out: Any) -> None:
         if self.done:
             return
-        keys = (DataKeys.TERMINATED, DataKeys.TRUNCATED)
-        flags = [out[key][0, 0] for key in keys if key in out.keys()]
+        flags = [out[k][0, 0] for k in (DataKeys.TERMINATED, DataKeys.TRUNCATED) if k in out.keys()]
         ended = bool(torch.stack(flags).any()) if flags else False
         if self.waiting:
             if ended or not flags:  # copy 0 has just started an episode (it resets itself)
@@ -84,27 +64,13 @@ class Filming:
 
 def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, deterministic: bool,
                 env_config: dict[str, Any] | None) -> Filming:
-    """Film ``env`` (default: the training env, its state restored after, or a reset requested
-    where it cannot restore it) with the algorithm's policy (:func:`film_instance`)."""
-    saved = algorithm.env.state_dict() if env is None and algorithm.env.restores_state else None
-    try:
-        return film_instance(env if env is not None else algorithm.env, algorithm.policy,
-                             max_steps=max_steps, deterministic=deterministic,
-                             env_config=env_config)
-    finally:
-        if saved is not None:
-            algorithm.env.load_state_dict(saved)
-        elif env is None:
-            algorithm.request_env_reset()
-
-
-def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bool,
-                  env_config: dict[str, Any] | None) -> Filming:
-    """Reset ``env`` under ``env_config`` and step every copy with ``policy`` until copy 0's
-    episode ends or ``max_steps``, filming copy 0; every global random stream is as it was
-    after."""
-    filming = Filming(env, max_steps)
-    rng = capture_rng()
+    """Reset ``env`` (default: the training env) under ``env_config`` and step it with the
+    policy until copy 0's episode ends or ``max_steps``, filming copy 0. The random streams, and
+    the training env's state (else a reset is requested), are restored after."""
+    training_env = env is None
+    env = algorithm.env if env is None else env
+    saved = env.state_dict() if training_env and env.restores_state else None
+    policy, filming, rng = algorithm.policy, Filming(env, max_steps), capture_rng()
     try:
         with torch.inference_mode():
             obs = env.reset(config=env_config)
@@ -123,20 +89,23 @@ def film_instance(env: Env, policy: Policy, *, max_steps: int, deterministic: bo
                 filming(out)
     finally:
         restore_rng(rng)
+        if saved is not None:
+            env.load_state_dict(saved)
+        elif training_env:
+            algorithm.request_env_reset()
     return filming
 
 
 def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) -> str:
-    """Encode the filmed frames (H.264 MP4 with the ``video`` extra, else a GIF), log them as
-    ``videos/<name>/step_<env steps>``, the first frame as an image under the same key (the UI's
-    image slider steps through training) and the episode's return and length; return the
-    path."""
+    """Log the frames (MP4 with the ``video`` extra, else GIF) as ``videos/<name>/step_<steps>``,
+    the first as an image, and the episode's return and length; return the artifact's path."""
     if not filming.frames:
         raise ValueError("no frames were filmed")
-    folder = f"videos/{name}"
+    env, folder = filming.env, f"videos/{name}"
+    fps = getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps")
     with tempfile.TemporaryDirectory() as tmp:
         path = encode_video(filming.frames, Path(tmp) / f"step_{env_steps}",
-                            fps=env_fps(filming.env))
+                            fps=float(fps or DEFAULT_FPS))
         tracker.log_artifact(path, folder)
         tracker.log_image(filming.frames[0], key=folder, step=env_steps)
         tracker.log_metrics({f"{folder}/return": filming.episode_return,
