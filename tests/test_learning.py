@@ -1,14 +1,11 @@
 """Learning: the tuned example configs solve their envs on CPU within a stated env-step budget.
 
-"Solved" is judged as in ``benchmarks/solve.py``: the mean return of the episodes
-completed in the latest collects, going back until they hold at least
-``WINDOW`` episodes, reaches the threshold. Each test then checks the
-deterministic policy too, over one full env-reset cycle of collects.
+"Solved" is what a user reads in the run: ``episodes/return_mean``, the mean return of the
+last 100 completed training episodes (at least ``WINDOW`` of them), reaches the threshold.
+Each test then checks the deterministic policy too, with ``Algorithm.evaluate``.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 import pytest
 
@@ -21,47 +18,30 @@ WINDOW = 20  # episodes (at least) in the mean that must reach the threshold
 
 
 def train_until(algo: Algorithm, threshold: float, budget: int) -> tuple[int, float]:
-    """Collect and update until the windowed mean episode return reaches ``threshold``
-    or ``budget`` env steps are spent; return (env steps, last windowed mean)."""
-    window: deque[tuple[float, float]] = deque()  # (episodes, return sum) per collect
-    steps, mean = 0, float("nan")
+    """Collect and update until the mean return of the last 100 episodes reaches ``threshold``
+    or ``budget`` env steps are spent; return (env steps, last mean)."""
+    steps, episodes, mean = 0, 0.0, float("nan")
     while steps < budget:
         stats = algo.collect()
         steps += int(stats["env/steps"])
-        count = stats["episodes/count"]
-        if count:
-            window.append((count, count * stats["episodes/return_mean"]))
-        while len(window) > 1 and sum(c for c, _ in window) - window[0][0] >= WINDOW:
-            window.popleft()
-        episodes = sum(c for c, _ in window)
-        if episodes >= WINDOW:
-            mean = sum(s for _, s in window) / episodes
-            if mean >= threshold:
-                return steps, mean
+        episodes += stats["episodes/count"]
+        mean = stats["episodes/return_mean"]
+        if episodes >= WINDOW and mean >= threshold:
+            return steps, mean
         algo.step()
     return steps, mean
 
 
 def deterministic_return(algo: Algorithm) -> float:
-    """Mean episode return of the deterministic policy over one env-reset cycle of collects."""
-    k = algo.horizons_per_env_reset
-    assert k > 0
-    while algo.state.horizons % k:  # train on to where the env is reset (as the demo does)
-        algo.collect()
-        algo.step()
-    count = total = 0.0
-    for _ in range(k):
-        stats = algo.collect(deterministic=True)
-        if stats["episodes/count"]:
-            count += stats["episodes/count"]
-            total += stats["episodes/count"] * stats["episodes/return_mean"]
-    assert count > 0
-    return total / count
+    """Mean episode return of the deterministic policy, evaluated over its longest episode."""
+    stats = algo.evaluate()
+    assert stats["episodes/count"] > 0
+    return stats["episodes/return_mean"]
 
 
 @pytest.mark.slow
 def test_cartpole_solves_within_budget() -> None:
-    budget = 100_000  # measured: 32k for seeds 0-9; SB3's usual budget is ~200k
+    budget = 100_000  # measured: 60k and 57k (seeds 0, 1) to a 100-episode mean of 475; SB3: ~200k
     algo = Algorithm(CartPole, seed=0, device="cpu", **CARTPOLE)
     steps, mean = train_until(algo, 475.0, budget)
     assert mean >= 475.0, (
@@ -74,7 +54,7 @@ def test_cartpole_solves_within_budget() -> None:
 
 @pytest.mark.slow
 def test_pendulum_solves_within_budget() -> None:
-    budget = 200_000  # measured: 51-70k for seeds 0-9; SB3's usual budget is ~1M
+    budget = 200_000  # measured: 77k (seeds 0, 1) to a 100-episode mean of -200; SB3: ~1M
     algo = Algorithm(Pendulum, seed=0, device="cpu", **PENDULUM)
     steps, mean = train_until(algo, -200.0, budget)
     assert mean >= -200.0, (
