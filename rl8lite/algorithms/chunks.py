@@ -8,11 +8,9 @@ from typing import Any
 
 import torch
 
-#: ``"auto"`` chunks on CPU hold about this many activation floats (rows x the model's
-#: activation width, :func:`activation_width`): 2**21 floats (8 MiB) is 2048 rows of a 2x256
-#: actor + critic and 8192 of the default 2x64 one, the sizes measured fastest for each
-#: (``benchmarks/chunks.py``: smaller chunks pay a forward/backward's fixed costs more often,
-#: larger ones fall out of the core's caches).
+#: ``"auto"`` chunks on CPU hold about this many activation floats (8 MiB: 2048 rows of a 2x256
+#: actor + critic, measured fastest; smaller chunks pay fixed costs more often, larger ones
+#: fall out of the core's caches).
 CPU_CHUNK_FLOATS = 2**21
 #: Bounds of an ``"auto"`` chunk on CPU, in rows.
 MIN_AUTO_CHUNK, MAX_AUTO_CHUNK = 256, 65536
@@ -21,10 +19,8 @@ FALLBACK_CHUNK = 2048
 
 
 def activation_width(model: torch.nn.Module) -> int | None:
-    """Floats one sample's forward writes in ``model``'s weight layers: the output widths of
-    its ``Linear`` layers, the gate widths of its LSTM/GRU/RNN layers and cells, the widths of its
-    ``Embedding`` and ``MultiheadAttention`` layers, summed (``None``: it has none of them,
-    e.g. only convolutions, whose outputs depend on the input's size)."""
+    """Floats one sample's forward writes in ``model``'s Linear, recurrent, Embedding and
+    attention layers (``None``: none of them, e.g. only convolutions)."""
     width = 0
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -34,9 +30,8 @@ def activation_width(model: torch.nn.Module) -> int | None:
             directions = 2 if module.bidirectional else 1
             width += gates * module.hidden_size * module.num_layers * directions
         elif isinstance(module, torch.nn.RNNCellBase):
-            gates = 4 if isinstance(module, torch.nn.LSTMCell) else 3 if isinstance(module,
-                    torch.nn.GRUCell) else 1
-            width += gates * module.hidden_size
+            lstm, gru = isinstance(module, torch.nn.LSTMCell), isinstance(module, torch.nn.GRUCell)
+            width += (4 if lstm else 3 if gru else 1) * module.hidden_size
         elif isinstance(module, torch.nn.Embedding):
             width += module.embedding_dim
         elif isinstance(module, torch.nn.MultiheadAttention):
@@ -69,9 +64,8 @@ def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None) -> Any:
     rows = inputs[0].shape[0]
     if size is None or rows <= size:
         return fn(*inputs)
-    # Each chunk's outputs are copied into whole-batch tensors at once, not kept
-    # until a final concatenation: small blocks outliving a chunk would sit in the
-    # heap holes its activations leave, and the next chunk's would not fit there.
+    # Each chunk's outputs go into whole-batch tensors at once: kept for a final concatenation,
+    # they would sit in the heap holes of the chunk's activations, which the next one needs.
     outputs: tuple[torch.Tensor, ...] = ()
     single = False
     for start in range(0, rows, size):

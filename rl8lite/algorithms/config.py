@@ -44,8 +44,7 @@ class AlgorithmConfig:
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
     #: Reset the env every this many collects (``> 0``), or only at the first collect (``< 0``).
-    #: ``None``: only at the first for an env that reports episode ends (it resets its own
-    #: copies), every collect for an infinite-horizon env (rl8's default).
+    #: ``None``: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -94,8 +93,7 @@ class AlgorithmConfig:
     normalize_rewards: bool = True
     #: Accumulate gradients over a pass's minibatches and step once per pass.
     accumulate_grads: bool = False
-    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU (the collected
-    #: log-probabilities are recomputed at that precision first: the ratio starts at 1).
+    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
     #: Most samples in one forward/backward of the update (a minibatch sums over its chunks: the
     #: same step). ``"auto"``: about 2**21 activation floats on CPU, no chunks elsewhere.
@@ -106,12 +104,10 @@ class AlgorithmConfig:
     #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone, so
     #: only when asked): faster updates where temporaries page-fault (``benchmarks/README.md``).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling;
-    #: compiles on first use (tens of seconds).
+    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling.
     compile: bool = False
-    #: Capture the collect's time steps and the update's minibatch step as CUDA graphs:
-    #: ``"auto"`` where supported (feedforward policy without view windows, Adam/AdamW, no AMP,
-    #: one process), ``True`` (an error where not), ``False``.
+    #: Capture the collect and the update's minibatch step as CUDA graphs: ``True``, ``False`` or
+    #: ``"auto"``: where supported (feedforward, no view windows, Adam/AdamW, no AMP, one process).
     cuda_graphs: bool | Literal["auto"] = "auto"
     #: A ready model instance (excludes ``model_cls``/``model_config``).
     model: torch.nn.Module | None = None
@@ -219,13 +215,9 @@ class AlgorithmConfig:
         return self.algorithm_cls(env, self)
 
     def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
-        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``.
-
-        Raises:
-            ValueError: The instance is closed.
-            ConfigError: A value given explicitly (an override, or a field off its default)
-                differs from the instance's; the message names both.
-        """
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``; a
+        :class:`ConfigError` where an explicit value (an override, or a field off its default)
+        differs, a ``ValueError`` for a closed instance."""
         if getattr(env, "closed", False):
             raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
         defaults = type(self)()
@@ -253,8 +245,7 @@ class AlgorithmConfig:
 
 
 def unknown_fields(unknown: list[str], valid: list[str]) -> str:
-    """``'num_env' (did you mean 'num_envs'?)``, one per unknown name, then the valid names,
-    closest first."""
+    """``'num_env' (did you mean 'num_envs'?)`` per unknown name, then the valid names."""
     hints, close = [], []
     for key in unknown:
         matches = difflib.get_close_matches(str(key), valid, n=3, cutoff=0.6)
@@ -264,7 +255,7 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
     return f"{', '.join(hints)}; valid fields: {', '.join(close + rest)}"
 
 
-#: (field, low, high, optional); a bound written ``("(", x)`` or ``(")", x)`` is open.
+#: (field, low, high, optional); a bound ``("(", x)`` or ``(")", x)`` is open, ``None`` infinite.
 _FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
     ("gamma", ("(", 0.0), 1.0, False),
     ("gae_lambda", 0.0, 1.0, False),
@@ -280,8 +271,8 @@ _FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,
               also: str | None = None, error: type[Exception] = ConfigError) -> None:
-    """``value`` must be an int (not a bool) ``>= minimum``, or ``None`` when ``optional``; else
-    ``error``: ``"<name> must be an int >= <minimum> [or None], received <value>"``."""
+    """Raise ``error`` naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum``, or
+    ``None`` when ``optional``."""
     if value is None and optional:
         return
     wrong_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
@@ -292,8 +283,8 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
 
 
 def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:
-    """``value`` must be a finite number within ``[low, high]`` (``("(", x)`` is an open bound,
-    ``None`` an open infinite one)."""
+    """Raise a :class:`ConfigError` unless ``value`` is a number within ``[low, high]`` (bounds
+    as in :data:`_FLOAT_RANGES`)."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
@@ -332,11 +323,8 @@ def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:
 
 @dataclass
 class RecurrentAlgorithmConfig(AlgorithmConfig):
-    """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences).
-
-    ``sgd_minibatch_size`` and ``update_chunk_size`` count time steps: a minibatch holds whole
-    sequences (a multiple of ``seq_len``), a chunk is rounded down to whole sequences.
-    """
+    """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences);
+    ``sgd_minibatch_size`` (a multiple of ``seq_len``) and ``update_chunk_size`` count steps."""
 
     #: Time steps per sequence of truncated backpropagation (a factor of ``horizon``).
     seq_len: int = 4

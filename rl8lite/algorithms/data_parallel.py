@@ -1,14 +1,6 @@
-"""PPO over several processes: whole-batch statistics and gradients taken over every rank.
-
-Each rank holds its own env copies and buffer. So that ``K`` ranks of ``N`` copies make
-the update one process of ``K * N`` copies would make from the same samples, every
-statistic of the whole batch (advantage normalisation, the reward scale, explained
-variance, the KL early stop, logged losses and collect stats) is computed from sums
-over ranks, and each optimizer step averages the gradient over ranks (one all-reduce
-of the flattened gradients). Ranks hold equally many samples (the same config), so a
-mean over ranks of per-rank means is the mean over every sample.
-
-On a single process none of this runs: the algorithm computes exactly what it always did.
+"""PPO over several processes: whole-batch statistics and gradients taken over every rank, so
+``K`` ranks of ``N`` copies make the update one process of ``K * N`` copies would. Ranks hold
+equally many samples, so a mean of per-rank means is the mean over every sample.
 """
 
 from __future__ import annotations
@@ -19,10 +11,10 @@ from typing import Any
 import torch
 
 from ..nn.ppo import normalization
-
-Pair = tuple[torch.Tensor, torch.Tensor]
 from ..runtime.distributed import DistributedError, Ranks
 from ..runtime.imports import qualified_name
+
+Pair = tuple[torch.Tensor, torch.Tensor]
 
 
 def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
@@ -39,11 +31,8 @@ def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
 
 
 def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Every rank must train the same env with the same hyperparameters.
-
-    Raises:
-        DistributedError: Naming each field that differs and its value on every rank.
-    """
+    """Raise a ``DistributedError`` naming each config field that differs between ranks, and
+    its value on every rank."""
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
@@ -76,11 +65,8 @@ def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> Pair:
 
 
 class GradientAverager:
-    """Averages the gradients of ``params`` over ranks in one all-reduce per optimizer step.
-
-    The flattened buffer also carries the step's summed loss, so a non-finite loss on any
-    rank is seen by every rank at the same step.
-    """
+    """Averages the gradients of ``params`` over ranks in one all-reduce per optimizer step,
+    with the step's summed loss (a non-finite loss on any rank is seen by every rank)."""
 
     def __init__(self, params: list[torch.nn.Parameter], ranks: Ranks) -> None:
         self.params, self.ranks = params, ranks
@@ -101,8 +87,7 @@ class GradientAverager:
         torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)],
                   out=flat)
         self.ranks.all_reduce_(flat, "sum")
-        grads = flat[:-1]
-        grads.div_(self.ranks.world_size)
+        grads = flat[:-1].div_(self.ranks.world_size)
         for p, part in zip(params, grads.split(self.sizes)):
             p.grad.copy_(part.view_as(p.grad))
         return flat[-1]
@@ -145,8 +130,8 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
 
 
 class WholeBatch:
-    """Statistics of the whole batch: this process's samples on a single process (the exact
-    operations it always used), every rank's when distributed."""
+    """Statistics of the whole batch: this process's samples on a single process, every rank's
+    when distributed."""
 
     def __init__(self, ranks: Ranks | None = None) -> None:
         self.ranks = ranks or Ranks()
@@ -160,8 +145,9 @@ class WholeBatch:
 
     def var(self, x: torch.Tensor) -> torch.Tensor:
         """Unbiased variance of every element."""
-        return x.var() if not self.ranks.distributed else pooled_mean_var(x, self.ranks,
-                correction=1)[1]
+        if not self.ranks.distributed:
+            return x.var()
+        return pooled_mean_var(x, self.ranks, correction=1)[1]
 
     def population_std(self, x: torch.Tensor) -> torch.Tensor:
         if not self.ranks.distributed:

@@ -1,12 +1,8 @@
 """CUDA graphs: the collect's time steps and the update's minibatch step, captured and replayed.
 
-On a GPU a small batch's step is bound by kernel launches, not arithmetic; a captured graph
-launches hundreds of kernels at once. Each function is run eagerly once (lazy state such as
-the optimizer's is made then), captured the next time it is called with the same input
-sizes, and replayed from then on: inputs are copied into the tensors the graph reads, outputs
-read from the tensors it writes. What a graph reads must keep its memory: the buffer, the
-parameters, the optimizer's state, and, for a captured rollout, the env's state (an env says
-so with ``Env.capturable``).
+Each function runs eagerly once (making lazy state such as the optimizer's), is captured at its
+next call with the same input sizes, and replayed from then on; what a graph reads (buffer,
+parameters, optimizer and, with ``Env.capturable``, env state) must keep its memory.
 """
 
 from __future__ import annotations
@@ -23,12 +19,8 @@ ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 
 def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, windowed: bool,
                        distributed: bool, collect_chunk: int | None) -> str | None:
-    """Why the collect and the update run eagerly (``cuda_graphs=False``, or what captures cannot
-    handle), or ``None``: they are captured.
-
-    Raises:
-        ConfigError: ``cuda_graphs=True`` where they cannot be captured.
-    """
+    """Why the collect and the update run eagerly, or ``None``: they are captured. Raises a
+    :class:`ConfigError` for ``cuda_graphs=True`` where they cannot be."""
     if hparams.cuda_graphs is False:
         return "cuda_graphs=False"
     reasons = {
