@@ -40,7 +40,7 @@ _EPS = 1e-8
 class AlgorithmState:
     """Counters and scales that evolve during training."""
 
-    #: Training collects done so far (rl8's ``horizons``); drives env resets.
+    #: Training collects done so far (rl8's ``horizons``).
     horizons: int = 0
     #: Whether the buffer holds a collect not yet used by ``step``.
     buffered: bool = False
@@ -48,7 +48,7 @@ class AlgorithmState:
     reward_scale: float = 1.0
     #: Policy updates done so far.
     steps: int = 0
-    #: Sequences of ``seq_len`` steps collected so far (recurrent policies; rl8's ``seqs``).
+    #: Sequences of ``seq_len`` steps collected so far (recurrent policies).
     seqs: int = 0
 
 
@@ -125,9 +125,7 @@ class Algorithm:
                                     obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
         self.whole_batch = WholeBatch(self.ranks)
-        self.statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                            normalize_rewards=hp.normalize_rewards,
-                                            whole=self.whole_batch)
+        self.statistics = self._new_statistics()
         #: Why the collect and the update run eagerly on this device, or ``None``: CUDA graphs.
         self.graphs_off = graphs.graphs_unsupported(
             hp, self.device, self.policy.recurrent, isinstance(self.recurrence, Windowed),
@@ -216,9 +214,7 @@ class Algorithm:
         saved_env = self.env.state_dict() if restores else None
         config_key = self.rollout.env_config_key
         saved_buffer, saved_carry = self.buffer.clone(), self.recurrence.state_dict()
-        statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                       normalize_rewards=hp.normalize_rewards,
-                                       whole=self.whole_batch, window=None)
+        statistics = self._new_statistics(window=None)
         try:
             results = [self._collect(env_config, deterministic, reset=i == 0, statistics=statistics)
                        for i in range(collects)]
@@ -231,6 +227,12 @@ class Algorithm:
             else:
                 self._needs_reset = True
         return merge_collects(results)
+
+    def _new_statistics(self, **window: Any) -> CollectStatistics:
+        hp = self.hparams
+        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
+                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch,
+                                 **window)
 
     @shares_failures
     def step(self) -> dict[str, float]:
@@ -310,9 +312,8 @@ class Algorithm:
                 lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
                 group["lr"] = lr.clone()
             captured = (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample)
-            for graphed in captured:
-                if graphed is not None:
-                    graphed.forget()
+            for graphed in filter(None, captured):
+                graphed.forget()
         if self.update.grad_scaler is not None and state.get("grad_scaler"):
             self.update.grad_scaler.load_state_dict(state["grad_scaler"])
         self.lr_scheduler.set(float(state["lr"]))

@@ -1,8 +1,5 @@
-"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once.
-
-Column 0 holds a collect's first observation; column ``T`` the observation after the last step,
-whose value bootstraps GAE and which becomes the next collect's first (index convention:
-:func:`rl8lite.nn.ppo.gae`).
+"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once; column
+``T`` holds the observation after the last step (index convention: :func:`rl8lite.nn.ppo.gae`).
 """
 
 from __future__ import annotations
@@ -83,20 +80,15 @@ UPDATE_KEYS = (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES, D
 
 @dataclass
 class UpdateBatch:
-    """One update's samples, gathered a chunk at a time straight from the buffer (no copy of it).
+    """One update's samples, gathered a chunk at a time straight from the buffer (no copy of it)."""
 
-    Attributes:
-        rows: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
-        units: Per-unit tensors (a sequence's initial state), indexed by unit.
-        unit_rows: Maps ``[B]`` update units (time steps, or sequences of them) to their rows
-            (``[B]``, or ``[B, L]`` for sequences of ``L`` steps).
-        advantage_normalization: ``(mean, std + eps)`` applied to each chunk's advantages, or
-            ``None``.
-    """
-
+    #: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
     rows: dict[str, Any]
+    #: Per-unit tensors (a sequence's initial state), indexed by unit.
     units: dict[str, Any]
+    #: Maps ``[B]`` update units (steps or sequences) to their rows (``[B]`` or ``[B, L]``).
     unit_rows: Callable[[torch.Tensor], torch.Tensor]
+    #: ``(mean, std + eps)`` applied to each chunk's advantages, or ``None``.
     advantage_normalization: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def gather(self, units: torch.Tensor) -> dict[str, Any]:

@@ -1,9 +1,6 @@
-"""What a policy carries from one time step to the next, in the rollout and in the update.
-
-:class:`Feedforward` carries nothing (:class:`~.windowed.Windowed`: windows of past observations);
-:class:`Recurrent` carries a recurrent state, stored at each sequence start, from which the update
-unrolls ``seq_len``-step sequences (truncated backpropagation through time).
-"""
+"""What a policy carries from one time step to the next, in the rollout and in the update: nothing
+(:class:`Feedforward`), windows of past observations (:class:`~.windowed.Windowed`) or a recurrent
+state (:class:`Recurrent`)."""
 
 from __future__ import annotations
 
@@ -129,13 +126,9 @@ class Feedforward(Recurrence):
 
 
 class Recurrent(Recurrence):
-    """A recurrent policy: its state is carried through the rollout, zeroed per copy when its
-    episode ends, at env resets and every ``seqs_per_state_reset`` sequences.
-
-    A truncated copy's ``final_obs`` is valued with its carried state: on the CPU during the
-    rollout (finding the copies waits on no device); elsewhere, with no host sync per step,
-    after it from every step's state, kept for that (1 GiB at 65536 envs, horizon 32 and the
-    default 2 x 64 state).
+    """A recurrent policy: its state is carried through the rollout (zeroed per copy when its
+    episode ends, at env resets and every ``seqs_per_state_reset`` sequences) and stored at each
+    sequence start, from which the update unrolls ``seq_len`` steps (truncated BPTT).
     """
 
     def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
@@ -151,9 +144,10 @@ class Recurrent(Recurrence):
         self.seqs = 0
         #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
         self.restarting = False
+        # A truncated copy's final_obs is valued with its state: on the CPU in the rollout, into
+        # [N, T, 1]; elsewhere (no host sync per step) after it, from each step's state kept in
+        # [N, T, state_size] (1 GiB at 65536 envs, horizon 32 and the default 2 x 64 state).
         self.value_final_obs_in_rollout = device.type == "cpu"
-        #: The values of truncated copies' ``final_obs`` ``[N, T, 1]`` (CPU), or else each
-        #: step's state ``[N, T, state_size]``.
         self.final_obs_values_kept: torch.Tensor | None = None
         self.final_states: torch.Tensor | None = None
 
@@ -181,7 +175,6 @@ class Recurrent(Recurrence):
         self.states = self.states * (~(terminated | truncated)).to(self.states.dtype)
 
     def _keep_final_obs_values(self, t: int, truncated: torch.Tensor, final_obs: Any) -> None:
-        """Keep what values step ``t``'s ``final_obs``: the copies' state before it is zeroed."""
         if self.value_final_obs_in_rollout:
             if self.final_obs_values_kept is None:
                 self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1,

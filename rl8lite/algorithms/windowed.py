@@ -27,8 +27,8 @@ Path = tuple[str, ...]
 
 @dataclass(frozen=True)
 class WindowedEntry:
-    """An observation entry the model sees as a window: its path under the observation
-    (``()`` for a tensor observation) and the window's size (``shift + 1``)."""
+    """An observation entry seen as a window: its path (``()``: a tensor observation) and the
+    window's size (``shift + 1``)."""
 
     path: Path
     size: int
@@ -75,10 +75,10 @@ def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
             raise ConfigError(f"{name}.view_requirements key {key!r} is not in the observation"
                               f" spec, whose entries are {known}")
         if requirement.shift and requirement.method is not PaddedRollingWindow:
-            raise ConfigError(
-                f"{name}.view_requirements[{key!r}] uses {requirement.method.__name__}, which drops"
-                " the first `shift` steps of every sequence; a collect acts at every step: use"
-                " method='padded_rolling_window'")
+            raise ConfigError(f"{name}.view_requirements[{key!r}] uses"
+                              f" {requirement.method.__name__}, which drops the first `shift` steps"
+                              " of every sequence; a collect acts at every step: use"
+                              " method='padded_rolling_window'")
         for leaf in covered:
             sizes[leaf] = requirement.shift + 1
     return [WindowedEntry(path, size) for path, size in sizes.items() if size > 1]
@@ -115,40 +115,34 @@ class Windowed(Feedforward):
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.num_envs, self.entries = buffer, num_envs, entries
         device = buffer.device
+        # per entry path: the store, its rows with a zero row after them (the padding steps of
+        # gathered windows read it), per window position the steps back from its last step
+        # (offsets) and the index offset (positions), per buffer row its window's first store row
         self.stores: dict[Path, torch.Tensor] = {}
-        self.rows_with_zeros: dict[Path, torch.Tensor] = {}
-        self.offsets: dict[Path, torch.Tensor] = {}
-        self.positions: dict[Path, torch.Tensor] = {}
-        self.first_rows: dict[Path, torch.Tensor] = {}
+        self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.
-        largest = max(num_envs * (entry.size + horizon) + 1 for entry in entries)
-        self.index_dtype = index_dtype(largest)
+        self.index_dtype = index_dtype(max(num_envs * (e.size + horizon) + 1 for e in entries))
         for entry in entries:
-            history = entry.size - 1
-            current = _entry(buffer[DataKeys.OBS], entry.path)
+            path, history = entry.path, entry.size - 1
+            current = _entry(buffer[DataKeys.OBS], path)
             length = history + horizon + 1
-            # a row of zeros after the store's, for the padding steps of gathered windows
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
             store = rows[:-1].view(num_envs, length, *current.shape[2:])
             store[:, history:] = current
-            self.rows_with_zeros[entry.path] = rows
-            if entry.path:
-                buffer[DataKeys.OBS].set(entry.path, store[:, history:], inplace=False)
+            if path:
+                buffer[DataKeys.OBS].set(path, store[:, history:], inplace=False)
             else:
                 buffer.set(DataKeys.OBS, store[:, history:], inplace=False)
-            self.stores[entry.path] = store
-            # steps back from a window's last step, per window position: size - 1, ..., 0
-            self.offsets[entry.path] = torch.arange(history, -1, -1, device=device)
-            self.positions[entry.path] = torch.arange(entry.size, device=device,
-                                                      dtype=self.index_dtype)
-            # the store row each buffer row's window starts at: n * length + c (copy n, column c)
+            self.stores[path], self.rows_with_zeros[path] = store, rows
+            self.offsets[path] = torch.arange(history, -1, -1, device=device)
+            self.positions[path] = torch.arange(entry.size, device=device, dtype=self.index_dtype)
+            # n * length + c: the first store row of the window ending at column c of copy n
             starts = (torch.arange(num_envs, device=device)[:, None] * length
                       + torch.arange(horizon + 1, device=device))
-            self.first_rows[entry.path] = starts.reshape(-1).to(self.index_dtype)
+            self.first_rows[path] = starts.reshape(-1).to(self.index_dtype)
         #: Largest episode index that matters: a window of ``size`` needs ``size - 1`` steps.
         self.cap = max(entry.size for entry in entries) - 1
-        #: Per copy, the time index of its episode's first step in this collect (<= 0 when
-        #: the episode began before it): step ``t`` is its episode's step ``t - start``.
+        #: Per copy, the time index of its episode's first step (``<= 0``: in an earlier collect).
         self.start = torch.zeros(num_envs, dtype=torch.long, device=device)
         #: Per copy, the episode index of the collect's first observation (capped).
         self.initial = torch.zeros(num_envs, dtype=torch.long, device=device)
@@ -205,8 +199,8 @@ class Windowed(Feedforward):
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
                          steps: torch.Tensor) -> torch.Tensor:
-        """V(final_obs) of truncated copies: each window is the one ending at the step before
-        the episode's end, shifted by one, with the final observation last."""
+        """V(final_obs) of truncated copies: the window ending before the episode's end, shifted
+        by one, with the final observation last."""
         before = self.episode_steps()[copies, steps].unsqueeze(-1)
         windows = {}
         for entry in self.entries:
@@ -328,9 +322,8 @@ class WindowRows:
 
 def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None,
               buffer: TensorDict, observation_spec: Any) -> Recurrence:
-    """:class:`Recurrent` for a recurrent model (which needs a recurrent config), else
-    :class:`Windowed` for a model whose view requirements window observations, else
-    :class:`Feedforward`."""
+    """The carry of ``policy``: :class:`Recurrent`, :class:`Windowed` (a model whose view
+    requirements window observations) or :class:`Feedforward`."""
     entries = plan_windows(policy.model, observation_spec)
     if not policy.recurrent:
         # compiled sampling measured slower than eager on CPUs
