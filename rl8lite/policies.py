@@ -1,8 +1,4 @@
-"""Policies (rl8's ``rl8.policies``): a model and the action distribution of its features.
-
-The collect and the update call one method per job; rl8's :meth:`Policy.sample` drives the same
-model with rl8's keyword flags on a batch of sequences ``[B, T]``.
-"""
+"""Policies (rl8's ``rl8.policies``): a model and the action distribution of its features."""
 
 from __future__ import annotations
 
@@ -86,8 +82,8 @@ class Policy(nn.Module):
 
     @property
     def separable(self) -> bool:
-        """Whether the model computes features and values apart (``Model.separable``) and
-        nothing hooks or replaces its ``forward`` (hooks run only through ``forward``)."""
+        """Whether the model computes features and values apart (``Model.separable``) and no hook
+        or replacement of its ``forward`` would be bypassed."""
         model = self.model
         return (getattr(model, "separable", False) is True and not model._forward_hooks
                 and not model._forward_pre_hooks and "forward" not in vars(model))
@@ -114,9 +110,8 @@ class Policy(nn.Module):
     def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic:
             actions = dist.deterministic_sample()
-            logp = dist.logp(actions)
-        else:
-            actions, logp = dist.sample_with_logp()
+            return as_spec_dtype(actions, self.action_spec), dist.logp(actions)
+        actions, logp = dist.sample_with_logp()
         return as_spec_dtype(actions, self.action_spec), logp
 
     def evaluate(self, obs: Observation, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -211,8 +206,7 @@ class Policy(nn.Module):
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
         """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model
-        serving it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
-        ``log_policy`` (a ``torch.export`` program) is the recommended saved policy."""
+        serving it (``python_model=``, with ``artifacts={"policy": path}``)."""
         from .tracking.rl8_policy_model import pickle_policy
 
         return pickle_policy(self, path, recurrent=self.recurrent)
@@ -261,9 +255,7 @@ class RecurrentPolicy(Policy):
 
 
 def _output_batch(batch: TensorDict, rows: int, inplace: bool) -> TensorDict:
-    if inplace:
-        return batch.reshape(-1)
-    return TensorDict({}, batch_size=[rows], device=batch.device)
+    return batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows], device=batch.device)
 
 
 def _steps_as_rows(per_step: list[torch.Tensor]) -> torch.Tensor:
@@ -292,9 +284,7 @@ def _build_model(model_cls: Any, sized: bool, observation_spec: Spec, action_spe
 
 def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
                  default_model_cls: type[Model], *, device: Device = "cpu") -> Policy:
-    """The policy a config describes (``model``, or ``model_cls`` and ``model_config``, or
-    ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent
-    model."""
+    """The policy a config describes (a :class:`RecurrentPolicy` for a recurrent model)."""
     model = config.model
     if model is None:
         distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
@@ -306,7 +296,7 @@ def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
 
 
 def __getattr__(name: str) -> Any:
-    # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use.
+    # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use
     if name in ("MLflowPolicyModel", "MLflowRecurrentPolicyModel"):
         from .tracking import rl8_policy_model
 

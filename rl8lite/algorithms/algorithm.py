@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 import tensordict
 import torch
-from tensordict import TensorDict
 
 from ..data import DataKeys
 from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..nn.ppo import gae
-from ..policies import Policy, build_policy
+from ..policies import build_policy
 from ..runtime.checkpoint_files import seed_everything
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import package_version, qualified_name
@@ -55,12 +54,9 @@ class AlgorithmState:
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    Its parts: the :attr:`rollout` (env steps into the buffer), the :attr:`recurrence` (what the
-    policy carries between steps), the :attr:`statistics` of each collect and the :attr:`update`
-    (SGD passes over the buffer). Under ``torchrun`` each process is one rank of a data-parallel
-    job. ``env`` is an :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
-    config=env_config)``, or an instance whose ``num_envs``, ``horizon`` and ``device`` it takes;
-    ``overrides`` are config fields.
+    ``env`` is an :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
+    config=env_config)``, or an instance whose ``num_envs``, ``horizon`` and ``device`` it takes.
+    Under ``torchrun`` each process is one rank of a data-parallel job.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -74,13 +70,6 @@ class Algorithm:
 
     #: Model built when no model/model_cls is configured.
     default_model_cls: type[Model] = DefaultModel
-
-    env: Env
-    policy: Policy
-    buffer: TensorDict
-    optimizer: torch.optim.Optimizer
-    hparams: AlgorithmConfig
-    state: AlgorithmState
 
     def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None,
                  **overrides: Any) -> None:
@@ -198,13 +187,9 @@ class Algorithm:
     @shares_failures
     def evaluate(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
                  collects: int | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config``, at any step; return the merged stats.
-
-        Runs ``collects`` collects from a reset (default: enough for the env's longest episode,
-        ``ceil(max_episode_steps / horizon)``, else one) with statistics of their own. Buffer,
-        carries, schedules and counters are left as they were; an env that does not restore its
-        state (``Env.restores_state``) is reset at the next training collect.
-        """
+        """Run ``collects`` collects from a reset under ``env_config`` (default: enough for the
+        env's ``max_episode_steps``, else one), with statistics of their own; training state is
+        left as it was (an env that cannot restore its state resets at the next collect)."""
         hp = self.hparams
         if collects is None:
             max_steps = ((hp.env_config or {}).get("max_episode_steps")
@@ -371,8 +356,7 @@ class Algorithm:
         params: dict[str, Any] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
                                   if f.name not in classes}
         params.update({
-            "env_cls": env_label(self.env_cls),
-            "model_cls": qualified_name(self.policy.model),
+            "env_cls": env_label(self.env_cls), "model_cls": qualified_name(self.policy.model),
             "distribution_cls": qualified_name(self.policy.distribution_cls),
             "optimizer_cls": qualified_name(self.optimizer),
             "optimizer_config": self.optimizer_config,

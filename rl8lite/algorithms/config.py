@@ -43,8 +43,8 @@ class AlgorithmConfig:
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
-    #: Reset the env every this many collects (``> 0``), or only at the first collect (``< 0``).
-    #: ``None``: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
+    #: Reset the env every this many collects (``> 0``), or only at the first (``< 0``); ``None``:
+    #: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -56,8 +56,8 @@ class AlgorithmConfig:
     clip_param: float = 0.2
     #: Value loss: ``"squared"`` (``(V - R)^2 / 2``) or rl8's ``"smooth_l1"``.
     vf_loss: Literal["squared", "smooth_l1"] = "squared"
-    #: ``"squared"``: clip of the value update around the old values; ``"smooth_l1"``: the cap
-    #: on each sample's loss (rl8's default 5). ``None``: no clip.
+    #: Clip of the value update around the old values (``"smooth_l1"``: cap on each sample's
+    #: loss, rl8's default 5), or ``None``.
     vf_clip_param: float | None = None
     #: Dual-clip constant ``c > 1`` for negative advantages, or ``None``.
     dual_clip_param: float | None = None
@@ -95,14 +95,13 @@ class AlgorithmConfig:
     accumulate_grads: bool = False
     #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
-    #: Most samples in one forward/backward of the update (a minibatch sums over its chunks: the
-    #: same step). ``"auto"``: about 2**21 activation floats on CPU, no chunks elsewhere.
+    #: Most samples per forward/backward of the update (the same step); ``"auto"``: about 2**21
+    #: activation floats on CPU, no chunks elsewhere.
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
     #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
-    #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone, so
-    #: only when asked): faster updates where temporaries page-fault (``benchmarks/README.md``).
+    #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone).
     tune_malloc: bool = False
     #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling.
     compile: bool = False
@@ -133,8 +132,8 @@ class AlgorithmConfig:
         for name in ("vf_clip_param", "dual_clip_param", "target_kl_div", "max_grad_norm"):
             if getattr(self, name) == math.inf:  # "no limit", as None says
                 setattr(self, name, None)
-        for name, low, high, optional in _FLOAT_RANGES:
-            check_float(name, getattr(self, name), low, high, optional=optional)
+        for name, interval in _FLOAT_RANGES.items():
+            check_float(name, getattr(self, name), interval)
         if self.vf_loss not in ("squared", "smooth_l1"):
             raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received"
                               f" {self.vf_loss!r}")
@@ -255,18 +254,13 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
     return f"{', '.join(hints)}; valid fields: {', '.join(close + rest)}"
 
 
-#: (field, low, high, optional); a bound ``("(", x)`` or ``(")", x)`` is open, ``None`` infinite.
-_FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
-    ("gamma", ("(", 0.0), 1.0, False),
-    ("gae_lambda", 0.0, 1.0, False),
-    ("clip_param", ("(", 0.0), (")", 1.0), False),
-    ("vf_clip_param", ("(", 0.0), None, True),
-    ("dual_clip_param", ("(", 1.0), None, True),
-    ("vf_coeff", 0.0, None, False),
-    ("entropy_coeff", 0.0, None, False),
-    ("target_kl_div", ("(", 0.0), None, True),
-    ("max_grad_norm", ("(", 0.0), None, True),
-)
+#: Range of each float field (``(``/``)``: open bounds; ``or None``: ``None`` allowed).
+_FLOAT_RANGES = {
+    "gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
+    "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
+    "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
+    "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+}
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,
@@ -282,25 +276,18 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
         raise error(f"{name} must be an int{bound}{alternatives}, received {value!r}")
 
 
-def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:
-    """Raise a :class:`ConfigError` unless ``value`` is a number within ``[low, high]`` (bounds
-    as in :data:`_FLOAT_RANGES`)."""
-    if value is None and optional:
+def check_float(name: str, value: Any, interval: str) -> None:
+    """Raise a :class:`ConfigError` unless ``value`` is a number in ``interval``, written as in
+    :data:`_FLOAT_RANGES`."""
+    if value is None and interval.endswith(" or None"):
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, received {value!r}")
-    (low_open, low), (high_open, high) = _bound(low, -math.inf), _bound(high, math.inf)
-    too_low = value <= low if low_open else value < low
-    if too_low or (value >= high if high_open else value > high):
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        alternative = " or None" if optional else ""
-        raise ConfigError(f"{name} must be in {interval}{alternative}, received {value}")
-
-
-def _bound(bound: Any, infinite: float) -> tuple[bool, float]:
-    if bound is None:
-        return True, infinite
-    return (True, bound[1]) if isinstance(bound, tuple) else (False, bound)
+    bounds = interval.split(" or ")[0]
+    low, high = (float(bound) for bound in bounds[1:-1].split(", "))
+    too_low = value <= low if bounds[0] == "(" else value < low
+    if too_low or (value >= high if bounds[-1] == ")" else value > high):
+        raise ConfigError(f"{name} must be in {interval}, received {value}")
 
 
 def _is_finite(value: Any) -> bool:

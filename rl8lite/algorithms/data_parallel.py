@@ -18,7 +18,7 @@ Pair = tuple[torch.Tensor, torch.Tensor]
 
 
 def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
-    """Every config field as text (classes and model instances by class name), and the env class."""
+    """Every config field as text (classes and models by class name), and the env class."""
     fingerprint = {"env_cls": qualified_name(env_cls)}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -94,16 +94,16 @@ class GradientAverager:
 
 
 def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
-    """Mean and population std of the union of equally sized groups, from each group's mean and
-    std: ``E[x]`` averages; ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
+    """Mean and population std of the union of equally sized groups from theirs:
+    ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
     mean = torch.stack(means).mean()
     second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
     return mean, (second - mean.square()).clamp(min=0).sqrt()
 
 
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
-    """A collect's statistics over every rank from each rank's: means of equally many samples
-    average, stds pool, extremes take the extreme, counts add."""
+    """A collect's statistics over every rank: means average, stds pool, extremes take the
+    extreme, counts add."""
     pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
     summands = []

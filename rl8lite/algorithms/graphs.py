@@ -1,9 +1,6 @@
-"""CUDA graphs: the collect's time steps and the update's minibatch step, captured and replayed.
-
-Each function runs eagerly once (making lazy state such as the optimizer's), is captured at its
-next call with the same input sizes, and replayed from then on; what a graph reads (buffer,
-parameters, optimizer and, with ``Env.capturable``, env state) must keep its memory.
-"""
+"""CUDA graphs of the collect's time steps and the update's minibatch step: each function runs
+eagerly once (making lazy state), is captured at its next call with the same input sizes, and
+replayed from then on; what a graph reads must keep its memory."""
 
 from __future__ import annotations
 
@@ -56,8 +53,7 @@ def _capture(fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
 
 class GraphedStep:
     """The update's minibatch step (``step(batch, units, row) -> grad norm``) as one graph per
-    minibatch size. ``before_capture`` runs first (it drops the gradients, which the captured
-    backward then makes in the graph's memory)."""
+    minibatch size; ``before_capture`` drops the gradients (made in the graph's memory then)."""
 
     def __init__(self, step: Callable[..., torch.Tensor],
                  before_capture: Callable[[], None]) -> None:
@@ -115,9 +111,8 @@ class GraphedSampling:
 
 
 class GraphedRollout:
-    """A collect's whole time loop ``steps(key)`` (policy, env step, buffer writes) as a graph
-    per ``key`` (sampling and env config), for an env whose step is capturable. Its input is the
-    buffer's first column; everything it computes goes to the buffer."""
+    """A collect's whole time loop ``steps(key)`` as a graph per ``key`` (sampling and env
+    config), for an env whose step is capturable: from and into the buffer."""
 
     def __init__(self, steps: Callable[[Any], Any]) -> None:
         self.steps = steps

@@ -1,8 +1,6 @@
-"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer.
-
-Nothing inside a pass reads the device: losses go to a device table, and a non-finite loss or
-gradient skips the step on the device (fused Adam/AdamW) and is raised when the pass ends.
-"""
+"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer; no
+host read inside a pass (a non-finite loss or gradient skips the step on the device, fused
+Adam/AdamW, and is raised when the pass ends)."""
 
 from __future__ import annotations
 
@@ -60,14 +58,9 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
 
 
 class PPOUpdate:
-    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss.
-
-    A minibatch's gradient is the mean over its samples, computed in chunks of at most
-    ``chunk_samples`` samples weighted by their share: chunking never changes the step. With
-    several ranks each step averages the gradient over them, and the KL early stop and the
-    reported means cover every rank's samples. ``evaluate`` gives ``(logp, entropy, values)`` of
-    a chunk of update units (time steps, or sequences of ``unit_length``).
-    """
+    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss; a minibatch's gradient is
+    summed over chunks of at most ``chunk_samples`` samples weighted by their share (the same
+    step). ``evaluate`` gives ``(logp, entropy, values)`` of a chunk of update units."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
                  evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,
