@@ -157,15 +157,9 @@ class Policy(nn.Module):
                inplace: bool = False, requires_grad: bool = False, return_actions: bool = True,
                return_logp: bool = False, return_values: bool = False,
                return_views: bool = False) -> TensorDict:
-        """Sample the policy on a batch of sequences (rl8's ``Policy.sample``).
-
-        Args:
-            batch: ``[B, T]`` with ``"obs"``, or the model's inputs under ``DataKeys.VIEWS``.
-            kind: ``"last"``: at each sequence's last step (``B`` rows); ``"all"``: at every
-                step (``B * T`` rows, row ``b * T + t``).
-            deterministic: The distribution's mode (the model in eval mode), else a sample.
-            inplace: Write into ``batch`` reshaped to one batch dimension.
-        """
+        """Sample the policy on a batch of sequences ``[B, T]`` (rl8's ``Policy.sample``), with
+        ``"obs"`` or the model's inputs under ``DataKeys.VIEWS``, at each sequence's last step
+        (``kind="last"``: ``B`` rows) or at every step (``"all"``: row ``b * T + t``)."""
         has_views = DataKeys.VIEWS in batch.keys()
         views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
         obs = views[DataKeys.OBS]

@@ -40,9 +40,8 @@ def activation_width(model: torch.nn.Module) -> int | None:
 
 
 def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
-    """Rows of a chunk whose activations take about ``budget`` floats: ``budget / width``
-    rounded to the nearest power of two within ``[MIN_AUTO_CHUNK, MAX_AUTO_CHUNK]``
-    (``FALLBACK_CHUNK`` when the width is unknown)."""
+    """Rows of a chunk whose activations take about ``budget`` floats, a power of two within
+    ``[MIN_AUTO_CHUNK, MAX_AUTO_CHUNK]`` (``FALLBACK_CHUNK`` when the width is unknown)."""
     if width is None:
         return FALLBACK_CHUNK
     rows = 2 ** round(math.log2(budget / width))

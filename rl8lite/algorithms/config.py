@@ -26,8 +26,6 @@ class ConfigError(ValueError):
 class AlgorithmConfig:
     """Hyperparameters of PPO (rl8's field names and meanings).
 
-    Build an algorithm with ``config.build(env)`` or ``Algorithm(env, config, **overrides)``.
-
     Examples:
         >>> from rl8lite import AlgorithmConfig
         >>> from rl8lite.env import DiscreteDummyEnv

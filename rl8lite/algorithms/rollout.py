@@ -1,7 +1,5 @@
 """The rollout: ``horizon`` policy samples and env steps written into the shared buffer (no host
-read in the time loop), and the checks of what the env returns, naming the culprit: structure at
-a collect's first step, finiteness once per collect.
-"""
+read in the time loop), and the checks of what the env returns, naming the culprit."""
 
 from __future__ import annotations
 
@@ -14,10 +12,8 @@ from ..data import DataKeys
 from ..env import Env
 from ..specs import Categorical, Composite, Spec, SpecError
 from .buffer import final_obs_entry
-from .carries import Recurrence
+from .carries import Observation, Recurrence
 from .statistics import extrema
-
-Observation = torch.Tensor | TensorDict
 
 
 class EnvOutputError(ValueError):
@@ -135,9 +131,8 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
 
 
 def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
-    """Reset ``env``, act once with ``policy`` and step once, checking every output's keys,
-    shapes, dtypes, bounds and finiteness; raise an error naming the culprit. ``inputs`` maps
-    the reset's observations to the model's input (default: the observations)."""
+    """Reset ``env``, act once with ``policy`` (on ``inputs(obs)``, default ``obs``) and step
+    once, raising an error naming the culprit of any wrong key, shape, dtype, bound or NaN."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()

@@ -95,13 +95,9 @@ def _episode_rows(rewards: torch.Tensor, ends: torch.Tensor, carry_return: torch
 
 
 class CollectStatistics:
-    """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect.
-
-    The ``episodes/`` means and extremes cover the last ``window`` completed episodes (``None``:
-    all), NaN until the first ends; ``episodes/count`` counts those that ended in the collect.
-    Carried per copy between collects (zeroed by :meth:`restart`): the running discounted
-    return and the ongoing episode's return and length. ``whole`` pools over ranks.
-    """
+    """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect; the
+    ``episodes/`` means and extremes cover the last ``window`` completed episodes (``None``: all),
+    NaN until the first ends. ``whole`` pools over ranks."""
 
     def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool,
                  device: torch.device, whole: WholeBatch | None = None,
@@ -121,9 +117,8 @@ class CollectStatistics:
         self.episode_length.zero_()
 
     def of_collect(self, buffer: TensorDict, *, episodic: bool) -> dict[str, float]:
-        """Statistics of the collect in ``buffer``; updates the carries. With reward
-        normalisation, ``coefficients/reward_scale`` is the std of the running discounted
-        returns, whose trace goes into the buffer's ``reversed_discounted_returns``."""
+        """Statistics of the collect in ``buffer`` (updating the carries); the running discounted
+        returns, whose std is ``coefficients/reward_scale``, go into the buffer."""
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
         ends = episode_ends(buffer) if episodic else None

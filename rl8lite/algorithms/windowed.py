@@ -1,12 +1,9 @@
-"""A feedforward policy that sees windows of past observations (its model's view requirements).
-
-Each windowed entry lives in a store ``[N, (size - 1) + T + 1, ...]`` whose last ``T + 1``
-columns are the buffer's entry: windows are views of it, gathered by row in the update.
-"""
+"""A feedforward policy that sees windows of past observations (its model's view requirements),
+kept in a store ``[N, (size - 1) + T + 1, ...]`` per entry whose last ``T + 1`` columns are the
+buffer's entry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,21 +14,10 @@ from ..policies import Policy
 from ..specs import Composite, Spec
 from ..views import PaddedRollingWindow, episode_steps, window_at_last_step
 from .buffer import episode_ends, flat_rows, index_dtype
-from .carries import Feedforward, Recurrence, Recurrent
+from .carries import Feedforward, Observation, Pair, Recurrence, Recurrent
 from .config import ConfigError, RecurrentAlgorithmConfig
 
-Observation = torch.Tensor | TensorDict
-Pair = tuple[torch.Tensor, torch.Tensor]
 Path = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class WindowedEntry:
-    """An observation entry seen as a window: its path (``()``: a tensor observation) and the
-    window's size (``shift + 1``)."""
-
-    path: Path
-    size: int
 
 
 def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
@@ -47,18 +33,15 @@ def windows_seen(model: Any, observation_spec: Spec) -> str | None:
     entries = plan_windows(model, observation_spec)
     if not entries:
         return None
-    keys = sorted(".".join((DataKeys.OBS, *entry.path)) for entry in entries)
+    keys = sorted(_key(path) for path in entries)
     return f"{type(model).__name__} sees windows of past observations {keys} (view requirements)"
 
 
-def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
-    """The observation entries ``model``'s view requirements window (``shift > 0``); a later
-    requirement overrides an earlier one for the entries it names (as in rl8).
-
-    Raises:
-        ConfigError: A key outside the observation spec, or ``method="rolling_window"`` with
-            ``shift > 0`` (it drops the first ``shift`` steps; a collect acts at every step).
-    """
+def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
+    """The window size (``shift + 1 > 1``) of each observation entry (its path, ``()`` for a
+    tensor observation) ``model``'s view requirements window (a later
+    requirement overrides an earlier one, as in rl8); a :class:`ConfigError` for a key outside
+    the observation spec, or ``shift > 0`` with a method that drops the first steps."""
     requirements = getattr(model, "view_requirements", None) or {}
     leaves = observation_paths(observation_spec)
     sizes: dict[Path, int] = {}
@@ -71,7 +54,7 @@ def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
         path = parts[1:]
         covered = [leaf for leaf in leaves if leaf[: len(path)] == path]
         if not covered:
-            known = sorted(".".join(("obs", *leaf)) for leaf in leaves)
+            known = sorted(_key(leaf) for leaf in leaves)
             raise ConfigError(f"{name}.view_requirements key {key!r} is not in the observation"
                               f" spec, whose entries are {known}")
         if requirement.shift and requirement.method is not PaddedRollingWindow:
@@ -81,11 +64,15 @@ def plan_windows(model: Any, observation_spec: Spec) -> list[WindowedEntry]:
                               " method='padded_rolling_window'")
         for leaf in covered:
             sizes[leaf] = requirement.shift + 1
-    return [WindowedEntry(path, size) for path, size in sizes.items() if size > 1]
+    return {path: size for path, size in sizes.items() if size > 1}
 
 
 def _entry(obs: Observation, path: Path) -> torch.Tensor:
     return obs if not path else obs.get(path)
+
+
+def _key(path: Path) -> str:
+    return ".".join((DataKeys.OBS, *path))
 
 
 def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False,
@@ -101,15 +88,11 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
 
 
 class Windowed(Feedforward):
-    """A feedforward policy whose model sees windows of past observations.
+    """A feedforward policy whose model sees windows of past observations: each windowed entry
+    of ``buffer``'s observations becomes a view of a store keeping ``size - 1`` earlier steps in
+    front. Window steps before an episode's first are padding (zeros, ``PADDING_MASK`` True)."""
 
-    Each windowed entry of ``buffer``'s observations becomes a view of a store that keeps
-    ``size - 1`` earlier steps in front. Window steps before an episode's first are padding
-    (zeros, ``True`` in ``DataKeys.PADDING_MASK``), never the previous episode. Without an env
-    reset the last ``size`` columns move to the front at the next collect, so windows continue.
-    """
-
-    def __init__(self, policy: Policy, buffer: TensorDict, entries: list[WindowedEntry],
+    def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
         num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
@@ -121,9 +104,9 @@ class Windowed(Feedforward):
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.
-        self.index_dtype = index_dtype(max(num_envs * (e.size + horizon) + 1 for e in entries))
-        for entry in entries:
-            path, history = entry.path, entry.size - 1
+        self.index_dtype = index_dtype(num_envs * (max(entries.values()) + horizon) + 1)
+        for path, size in entries.items():
+            history = size - 1
             current = _entry(buffer[DataKeys.OBS], path)
             length = history + horizon + 1
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
@@ -135,13 +118,13 @@ class Windowed(Feedforward):
                 buffer.set(DataKeys.OBS, store[:, history:], inplace=False)
             self.stores[path], self.rows_with_zeros[path] = store, rows
             self.offsets[path] = torch.arange(history, -1, -1, device=device)
-            self.positions[path] = torch.arange(entry.size, device=device, dtype=self.index_dtype)
+            self.positions[path] = torch.arange(size, device=device, dtype=self.index_dtype)
             # n * length + c: the first store row of the window ending at column c of copy n
             starts = (torch.arange(num_envs, device=device)[:, None] * length
                       + torch.arange(horizon + 1, device=device))
             self.first_rows[path] = starts.reshape(-1).to(self.index_dtype)
         #: Largest episode index that matters: a window of ``size`` needs ``size - 1`` steps.
-        self.cap = max(entry.size for entry in entries) - 1
+        self.cap = max(entries.values()) - 1
         #: Per copy, the time index of its episode's first step (``<= 0``: in an earlier collect).
         self.start = torch.zeros(num_envs, dtype=torch.long, device=device)
         #: Per copy, the episode index of the collect's first observation (capped).
@@ -180,11 +163,9 @@ class Windowed(Feedforward):
         """What the model sees at step ``t``: ``obs`` with each windowed entry replaced by the
         window ending at ``t`` (its padding zeroed)."""
         steps = (t - self.start).unsqueeze(-1)
-        windows = {}
-        for entry in self.entries:
-            padding = self.offsets[entry.path] > steps
-            windows[entry.path] = _padded(self.stores[entry.path][:, t : t + entry.size], padding)
-        return _with_windows(obs, windows)
+        return _with_windows(obs, {path: _padded(self.stores[path][:, t : t + size],
+                                                 self.offsets[path] > steps)
+                                   for path, size in self.entries.items()})
 
     def episode_steps(self) -> torch.Tensor:
         """``[N, T + 1]`` index of each buffered observation in its episode."""
@@ -203,11 +184,11 @@ class Windowed(Feedforward):
         by one, with the final observation last."""
         before = self.episode_steps()[copies, steps].unsqueeze(-1)
         windows = {}
-        for entry in self.entries:
-            earlier = _all_windows(self.stores[entry.path], entry.size)[copies, steps, 1:]
-            window = torch.cat([earlier, _entry(final_obs, entry.path).unsqueeze(1)], dim=1)
-            windows[entry.path] = _padded(window, self.offsets[entry.path] > before + 1,
-                                          inplace=True)
+        for path, size in self.entries.items():
+            # the windows ending at every buffer column, [N, T + 1, size, ...] (a strided view)
+            every = self.stores[path].unfold(1, size, 1).movedim(-1, 2)
+            window = torch.cat([every[copies, steps, 1:], _entry(final_obs, path).unsqueeze(1)], 1)
+            windows[path] = _padded(window, self.offsets[path] > before + 1, inplace=True)
         return Feedforward.values(self, _with_windows(final_obs, windows))
 
     def _rows(self, buffer: TensorDict, key: str) -> Any:
@@ -215,9 +196,8 @@ class Windowed(Feedforward):
 
     def first_step_inputs(self, obs: Observation) -> Observation:
         """What the model sees at an episode's first step: windows of padding and ``obs``."""
-        windows = {entry.path: window_at_last_step(_entry(obs, entry.path).unsqueeze(1), entry.size)
-                   for entry in self.entries}
-        return _with_windows(obs, windows)
+        return _with_windows(obs, {path: window_at_last_step(_entry(obs, path).unsqueeze(1), size)
+                                   for path, size in self.entries.items()})
 
     def state_bytes(self) -> int:
         history = sum(self._history(store).nbytes for store in self.stores.values())
@@ -227,21 +207,16 @@ class Windowed(Feedforward):
         return store[:, : store.shape[1] - self.horizon - 1]
 
     def state_dict(self) -> dict[str, Any]:
-        history = {".".join((DataKeys.OBS, *path)): self._history(store).cpu().clone()
+        history = {_key(path): self._history(store).cpu().clone()
                    for path, store in self.stores.items()}
         return {"history": history, "start": self.start.cpu().clone(),
                 "initial": self.initial.cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for path, store in self.stores.items():
-            self._history(store).copy_(state["history"][".".join((DataKeys.OBS, *path))])
+            self._history(store).copy_(state["history"][_key(path)])
         self.start.copy_(state["start"])
         self.initial.copy_(state["initial"])
-
-
-def _all_windows(store: torch.Tensor, size: int) -> torch.Tensor:
-    """``[N, T + 1, size, ...]``: the window ending at every buffer column (a strided view)."""
-    return store.unfold(1, size, 1).movedim(-1, 2)
 
 
 def _with_windows(obs: Observation, windows: dict[Path, TensorDict]) -> Observation:
@@ -270,20 +245,18 @@ _SCALAR_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int6
 
 
 class WindowRows:
-    """The model's input at buffer rows (indices into ``[N * (T + 1)]``), built on indexing:
-    windowed entries gathered from ``windowed``'s stores (zeros at padding), others from the
-    buffer's flat rows; ``steps``: each row's index in its episode."""
+    """The model's input at ``[N * (T + 1)]`` buffer rows, built on indexing (``steps``: each
+    row's index in its episode)."""
 
     def __init__(self, windowed: Windowed, steps: torch.Tensor) -> None:
         self.windowed = windowed
         self.steps = steps
         obs = windowed.buffer[DataKeys.OBS]
-        windowed_paths = {entry.path for entry in windowed.entries}
         self.plain: dict[Path, torch.Tensor] = {}
         if isinstance(obs, TensorDict):
             for key, value in obs.items(include_nested=True, leaves_only=True):
                 path = (key,) if isinstance(key, str) else tuple(key)
-                if path not in windowed_paths:
+                if path not in windowed.entries:
                     self.plain[path] = flat_rows(value)
         self.total = steps.shape[0]
 
@@ -296,12 +269,11 @@ class WindowRows:
             rows = torch.arange(*rows.indices(self.total), device=self.steps.device)
         rows = rows.to(self.windowed.index_dtype)
         steps = self.steps.index_select(0, rows).unsqueeze(-1)
-        windows = {}
-        for entry in self.windowed.entries:
+        windows, windowed = {}, self.windowed
+        for path in windowed.entries:
             # One index_select of store rows per window step, padding steps reading the zero row
             # (a window ending at buffer column c starts at store column c); zeroing gathered
             # windows afterwards measured 1.5-2x slower.
-            windowed, path = self.windowed, entry.path
             store_rows = windowed.rows_with_zeros[path]
             padding = windowed.offsets[path] > steps
             first = windowed.first_rows[path].index_select(0, rows)
@@ -336,7 +308,7 @@ def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int
         raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
                           " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset")
     if entries:
-        windowed = sorted(".".join(("obs", *e.path)) for e in entries)
+        windowed = sorted(_key(path) for path in entries)
         raise ConfigError(f"{name} is a RecurrentModel with view requirements that window"
                           f" {windowed}: a recurrent model sees the past through its state; use"
                           " shift=0, or a feedforward Model")
