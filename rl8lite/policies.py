@@ -82,8 +82,7 @@ class Policy(nn.Module):
 
     @property
     def separable(self) -> bool:
-        """Whether the model computes features and values apart (``Model.separable``) and no hook
-        or replacement of its ``forward`` would be bypassed."""
+        """Whether the model computes features and values apart (no hooked ``forward``)."""
         model = self.model
         return (getattr(model, "separable", False) is True and not model._forward_hooks
                 and not model._forward_pre_hooks and "forward" not in vars(model))
@@ -199,8 +198,7 @@ class Policy(nn.Module):
         return features_td, features, values
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
-        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model
-        serving it (``python_model=``, with ``artifacts={"policy": path}``)."""
+        """Pickle the policy to ``path`` (as rl8) and return rl8's MLflow model serving it."""
         from .tracking.rl8_policy_model import pickle_policy
 
         return pickle_policy(self, path, recurrent=self.recurrent)
@@ -269,8 +267,7 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
 
 def _build_model(model_cls: Any, sized: bool, observation_spec: Spec, action_spec: Spec,
                  model_config: dict[str, Any] | None, distribution_cls: type[Distribution]) -> Any:
-    """``model_cls(observation_spec, action_spec, **model_config)``, ``sized`` for
-    ``distribution_cls``'s features (``num_features``, ``gaussian``: a default model)."""
+    """``model_cls(observation_spec, action_spec, **model_config)``, ``sized`` for the features."""
     sizes = {"num_features": distribution_cls.num_inputs(action_spec),
              "gaussian": issubclass(distribution_cls, Normal)} if sized else {}
     return model_cls(observation_spec, action_spec, **sizes, **(model_config or {}))

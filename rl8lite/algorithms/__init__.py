@@ -1,5 +1,4 @@
-"""The PPO loop (rl8's ``rl8.algorithms``): ``Algorithm.collect`` runs the :mod:`~.rollout` into
-the :mod:`~.buffer`, ``Algorithm.step`` the :mod:`~.update`."""
+"""The PPO loop (rl8's ``rl8.algorithms``): ``Algorithm.collect`` then ``Algorithm.step``."""
 
 from .algorithm import Algorithm, AlgorithmState, RecurrentAlgorithm
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig

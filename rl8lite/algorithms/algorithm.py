@@ -149,9 +149,8 @@ class Algorithm:
     @shares_failures
     def collect(self, *, env_config: dict[str, Any] | None = None,
                 deterministic: bool = False) -> dict[str, float]:
-        """Step the env ``horizon`` times, filling the buffer; return summary stats. The env is
-        reset (with ``env_config``) at the first collect, after an evaluation that could not
-        restore it, and every ``horizons_per_env_reset > 0`` collects."""
+        """Step the env ``horizon`` times into the buffer; return summary stats. The env is reset
+        (with ``env_config``) at the first collect and every ``horizons_per_env_reset > 0``."""
         k = self.horizons_per_env_reset
         reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
         stats = self._collect(env_config, deterministic, reset, self.statistics)
@@ -188,8 +187,7 @@ class Algorithm:
     def evaluate(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
                  collects: int | None = None) -> dict[str, float]:
         """Run ``collects`` collects from a reset under ``env_config`` (default: enough for the
-        env's ``max_episode_steps``, else one), with statistics of their own; training state is
-        left as it was (an env that cannot restore its state resets at the next collect)."""
+        env's ``max_episode_steps``) with statistics of their own, leaving training as it was."""
         hp = self.hparams
         if collects is None:
             max_steps = ((hp.env_config or {}).get("max_episode_steps")
@@ -267,8 +265,7 @@ class Algorithm:
         return stats
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything that evolves during training (with the config and RNG states, which
-        checkpoints add, it continues training exactly)."""
+        """Everything that evolves during training (checkpoints add the config and RNG states)."""
         grad_scaler = self.update.grad_scaler
         state = {
             "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
@@ -378,8 +375,7 @@ class Algorithm:
         return stats
 
     def validate(self) -> None:
-        """Check the env and policy against the specs with one dry run (reset, act, step), raising
-        an error naming the culprit. The next collect resets the env."""
+        """Check the env and policy with one dry run (reset, act, step), naming any culprit."""
         self._needs_reset = True  # first: the env is reset/stepped below even if a check fails
         dry_run(self.env, self.policy, self.hparams.num_envs, self.recurrence.first_step_inputs)
 

@@ -1,6 +1,4 @@
-"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once; column
-``T`` holds the observation after the last step (index convention: :func:`rl8lite.nn.ppo.gae`).
-"""
+"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What a policy carries from one time step to the next, in the rollout and in the update: nothing
-(:class:`Feedforward`), windows of past observations (:class:`~.windowed.Windowed`) or a recurrent
-state (:class:`Recurrent`)."""
+"""What a policy carries from one time step to the next, in the rollout and in the update."""
 
 from __future__ import annotations
 
@@ -103,8 +101,7 @@ class Feedforward(Recurrence):
         self.fill_values_of_rows(flat_rows(obs_buf), values_buf)
 
     def fill_values_of_rows(self, obs_rows: Any, values_buf: torch.Tensor) -> None:
-        """:meth:`fill_values` from the model's inputs at every ``[N * (T + 1)]`` buffer row, in
-        chunks of ``chunk_rows`` rows (else ``num_envs``: no temporary outgrows a step's)."""
+        """:meth:`fill_values` from the model's inputs at every buffer row, in chunks."""
         value_rows = flat_rows(values_buf)
         size = self.chunk_rows or values_buf.shape[0]
         for start in range(0, value_rows.shape[0], size):
@@ -126,10 +123,8 @@ class Feedforward(Recurrence):
 
 
 class Recurrent(Recurrence):
-    """A recurrent policy: its state is carried through the rollout (zeroed per copy when its
-    episode ends, at env resets and every ``seqs_per_state_reset`` sequences) and stored at each
-    sequence start, from which the update unrolls ``seq_len`` steps (truncated BPTT).
-    """
+    """A recurrent policy: its state is carried through the rollout (zeroed at episode ends and
+    resets) and stored at each sequence start, from which the update unrolls ``seq_len`` steps."""
 
     def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
                  seqs_per_state_reset: int, chunk_rows: int | None,
@@ -144,9 +139,8 @@ class Recurrent(Recurrence):
         self.seqs = 0
         #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
         self.restarting = False
-        # A truncated copy's final_obs is valued with its state: on the CPU in the rollout, into
-        # [N, T, 1]; elsewhere (no host sync per step) after it, from each step's state kept in
-        # [N, T, state_size] (1 GiB at 65536 envs, horizon 32 and the default 2 x 64 state).
+        # truncated copies' final_obs are valued in the rollout on the CPU, else (no host sync per
+        # step) after it from every step's state (1 GiB at 65536 envs, horizon 32, 2 x 64 state)
         self.value_final_obs_in_rollout = device.type == "cpu"
         self.final_obs_values_kept: torch.Tensor | None = None
         self.final_states: torch.Tensor | None = None
@@ -205,8 +199,7 @@ class Recurrent(Recurrence):
 
     def _units(self, buffer: TensorDict) -> dict[str, torch.Tensor]:
         ends = episode_ends(buffer)
-        # reset before step t if the episode ended at t - 1, within a sequence only (the stored
-        # sequence-start states are already reset)
+        # reset before step t if the episode ended at t - 1 (the sequence-start states already are)
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
         resets = resets.reshape(-1, self.seq_len)
         resets[:, 0] = False

@@ -9,8 +9,7 @@ from typing import Any
 import torch
 
 #: ``"auto"`` chunks on CPU hold about this many activation floats (8 MiB: 2048 rows of a 2x256
-#: actor + critic, measured fastest; smaller chunks pay fixed costs more often, larger ones
-#: fall out of the core's caches).
+#: actor + critic, measured fastest; larger chunks fall out of the core's caches).
 CPU_CHUNK_FLOATS = 2**21
 #: Bounds of an ``"auto"`` chunk on CPU, in rows.
 MIN_AUTO_CHUNK, MAX_AUTO_CHUNK = 256, 65536
@@ -19,8 +18,7 @@ FALLBACK_CHUNK = 2048
 
 
 def activation_width(model: torch.nn.Module) -> int | None:
-    """Floats one sample's forward writes in ``model``'s Linear, recurrent, Embedding and
-    attention layers (``None``: none of them, e.g. only convolutions)."""
+    """Floats one sample's forward writes in ``model``'s layers (``None``: unknown, e.g. convs)."""
     width = 0
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -40,8 +38,7 @@ def activation_width(model: torch.nn.Module) -> int | None:
 
 
 def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
-    """Rows of a chunk whose activations take about ``budget`` floats, a power of two within
-    ``[MIN_AUTO_CHUNK, MAX_AUTO_CHUNK]`` (``FALLBACK_CHUNK`` when the width is unknown)."""
+    """Rows (a power of two) whose activations take about ``budget`` floats."""
     if width is None:
         return FALLBACK_CHUNK
     rows = 2 ** round(math.log2(budget / width))
@@ -50,21 +47,18 @@ def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
 
 def resolve_chunk_size(size: int | str | None, device: torch.device,
                        model: torch.nn.Module) -> int | None:
-    """A chunk-size setting: ``"auto"`` is :func:`auto_chunk_rows` of ``model``'s
-    :func:`activation_width` on CPU and no chunking elsewhere."""
+    """A chunk-size setting; ``"auto"``: :func:`auto_chunk_rows` on CPU, no chunks elsewhere."""
     if size == "auto":
         return auto_chunk_rows(activation_width(model)) if device.type == "cpu" else None
     return None if size is None else int(size)
 
 
 def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None) -> Any:
-    """``fn(*inputs)`` on at most ``size`` rows at a time (``None``: all at once), outputs
-    concatenated (a tensor, or a tuple of tensors, per row)."""
+    """``fn(*inputs)`` on at most ``size`` rows at a time, outputs concatenated."""
     rows = inputs[0].shape[0]
     if size is None or rows <= size:
         return fn(*inputs)
-    # Each chunk's outputs go into whole-batch tensors at once: kept for a final concatenation,
-    # they would sit in the heap holes of the chunk's activations, which the next one needs.
+    # outputs go into whole-batch tensors at once, not into the heap holes the next chunk needs
     outputs: tuple[torch.Tensor, ...] = ()
     single = False
     for start in range(0, rows, size):

@@ -199,8 +199,7 @@ class AlgorithmConfig:
         return math.ceil(batch / (self.sgd_minibatch_size or batch))
 
     def optimizer_kwargs(self) -> dict[str, Any]:
-        """The optimizer's keyword arguments: ``lr=3e-4`` and, for Adam/AdamW unless ``fused``
-        or ``foreach`` is given, the fused implementation (one kernel per step, same math)."""
+        """The optimizer's keyword arguments (``lr=3e-4``; Adam/AdamW fused by default)."""
         kwargs: dict[str, Any] = {"lr": 3e-4, **(self.optimizer_config or {})}
         adam = self.optimizer_cls in (torch.optim.Adam, torch.optim.AdamW)
         if adam and not {"fused", "foreach"} & set(kwargs):
@@ -212,9 +211,8 @@ class AlgorithmConfig:
         return self.algorithm_cls(env, self)
 
     def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
-        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``; a
-        :class:`ConfigError` where an explicit value (an override, or a field off its default)
-        differs, a ``ValueError`` for a closed instance."""
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device`` (a
+        :class:`ConfigError` where an explicit value differs)."""
         if getattr(env, "closed", False):
             raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
         defaults = type(self)()
@@ -263,8 +261,7 @@ _FLOAT_RANGES = {
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,
               also: str | None = None, error: type[Exception] = ConfigError) -> None:
-    """Raise ``error`` naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum``, or
-    ``None`` when ``optional``."""
+    """Raise ``error`` unless ``value`` is an int ``>= minimum`` (or ``None`` when ``optional``)."""
     if value is None and optional:
         return
     wrong_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
@@ -275,8 +272,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
 
 
 def check_float(name: str, value: Any, interval: str) -> None:
-    """Raise a :class:`ConfigError` unless ``value`` is a number in ``interval``, written as in
-    :data:`_FLOAT_RANGES`."""
+    """Raise a :class:`ConfigError` unless ``value`` is a number in ``interval``."""
     if value is None and interval.endswith(" or None"):
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
@@ -290,10 +286,8 @@ def check_float(name: str, value: Any, interval: str) -> None:
 
 def _is_finite(value: Any) -> bool:
     """False when ``value`` is, or (a tuple or list: Adam's ``betas``) holds, a NaN or inf."""
-    if isinstance(value, numbers.Integral):
-        return True
     if isinstance(value, numbers.Real):
-        return math.isfinite(value)
+        return isinstance(value, numbers.Integral) or math.isfinite(value)
     if isinstance(value, torch.Tensor):
         return bool(torch.isfinite(value).all())
     if isinstance(value, (tuple, list)):

@@ -1,7 +1,5 @@
-"""PPO over several processes: whole-batch statistics and gradients taken over every rank, so
-``K`` ranks of ``N`` copies make the update one process of ``K * N`` copies would. Ranks hold
-equally many samples, so a mean of per-rank means is the mean over every sample.
-"""
+"""PPO over several processes: whole-batch statistics and gradients over every rank, so ``K``
+ranks of ``N`` copies make the update of one process of ``K * N`` copies."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
 
 
 def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Raise a ``DistributedError`` naming each config field that differs between ranks, and
-    its value on every rank."""
+    """Raise a ``DistributedError`` naming each config field that differs between ranks."""
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
@@ -65,8 +62,7 @@ def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> Pair:
 
 
 class GradientAverager:
-    """Averages the gradients of ``params`` over ranks in one all-reduce per optimizer step,
-    with the step's summed loss (a non-finite loss on any rank is seen by every rank)."""
+    """Averages gradients (and sums the step's loss) over ranks in one all-reduce per step."""
 
     def __init__(self, params: list[torch.nn.Parameter], ranks: Ranks) -> None:
         self.params, self.ranks = params, ranks
@@ -74,8 +70,7 @@ class GradientAverager:
         self.flat: torch.Tensor | None = None
 
     def __call__(self, loss: torch.Tensor) -> torch.Tensor:
-        """Average every gradient over ranks (a missing one counts as zeros); return the
-        loss summed over ranks."""
+        """Average every gradient over ranks (a missing one as zeros); return the summed loss."""
         params = self.params
         for p in params:
             if p.grad is None:
@@ -102,8 +97,7 @@ def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
 
 
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
-    """A collect's statistics over every rank: means average, stds pool, extremes take the
-    extreme, counts add."""
+    """A collect's statistics over every rank (means average, stds pool, counts add)."""
     pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
     summands = []
@@ -130,8 +124,7 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
 
 
 class WholeBatch:
-    """Statistics of the whole batch: this process's samples on a single process, every rank's
-    when distributed."""
+    """Statistics of the whole batch: this process's samples, or every rank's when distributed."""
 
     def __init__(self, ranks: Ranks | None = None) -> None:
         self.ranks = ranks or Ranks()

@@ -1,6 +1,5 @@
-"""CUDA graphs of the collect's time steps and the update's minibatch step: each function runs
-eagerly once (making lazy state), is captured at its next call with the same input sizes, and
-replayed from then on; what a graph reads must keep its memory."""
+"""CUDA graphs of the collect and the update's minibatch step: each function runs eagerly once,
+is captured at its next call with the same input sizes, and replayed from then on."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 
 def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, windowed: bool,
                        distributed: bool, collect_chunk: int | None) -> str | None:
-    """Why the collect and the update run eagerly, or ``None``: they are captured. Raises a
-    :class:`ConfigError` for ``cuda_graphs=True`` where they cannot be."""
+    """Why the collect and update run eagerly, or ``None``; a :class:`ConfigError` if forced."""
     if hparams.cuda_graphs is False:
         return "cuda_graphs=False"
     reasons = {
@@ -52,8 +50,7 @@ def _capture(fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
 
 
 class GraphedStep:
-    """The update's minibatch step (``step(batch, units, row) -> grad norm``) as one graph per
-    minibatch size; ``before_capture`` drops the gradients (made in the graph's memory then)."""
+    """The update's minibatch step as one graph per minibatch size."""
 
     def __init__(self, step: Callable[..., torch.Tensor],
                  before_capture: Callable[[], None]) -> None:
@@ -84,8 +81,7 @@ class GraphedStep:
 
 
 class GraphedSampling:
-    """The policy's sampling step ``sample(obs, deterministic=) -> (actions, logp)`` as a graph
-    per ``deterministic``; returns copies (the env may keep the actions it is given)."""
+    """The policy's sampling step as one graph per ``deterministic`` (returns copies)."""
 
     def __init__(self, sample: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
         self.sample = sample
@@ -111,8 +107,7 @@ class GraphedSampling:
 
 
 class GraphedRollout:
-    """A collect's whole time loop ``steps(key)`` as a graph per ``key`` (sampling and env
-    config), for an env whose step is capturable: from and into the buffer."""
+    """A collect's whole time loop as one graph per key, for an env whose step is capturable."""
 
     def __init__(self, steps: Callable[[Any], Any]) -> None:
         self.steps = steps

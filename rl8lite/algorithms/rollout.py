@@ -1,5 +1,4 @@
-"""The rollout: ``horizon`` policy samples and env steps written into the shared buffer (no host
-read in the time loop), and the checks of what the env returns, naming the culprit."""
+"""The rollout into the shared buffer, and the checks of what the env returns."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class NonFiniteError(ValueError):
 
 
 def check_env(env: Any) -> None:
-    """Raise a ``TypeError`` naming ``env`` unless it is an :class:`rl8lite.Env` class or
-    instance."""
+    """Raise a ``TypeError`` unless ``env`` is an :class:`rl8lite.Env` class or instance."""
     if isinstance(env, Env) or (isinstance(env, type) and issubclass(env, Env)):
         return
     received = (f"the class {env.__module__}.{env.__qualname__}, which is not an Env subclass"
@@ -106,8 +104,7 @@ def _leaves(name: str, value: torch.Tensor | TensorDict) -> list[tuple[str, torc
 
 
 def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str) -> None:
-    """Raise :class:`NonFiniteError`, naming the entry, env copies and time steps, if any
-    ``[N, T, ...]`` entry holds NaN or Inf (one host sync when everything is finite)."""
+    """Raise :class:`NonFiniteError` naming the entry, copies and steps of any NaN or Inf."""
     leaves = [leaf for name, value in named.items() for leaf in _leaves(name, value)]
     leaves = [(n, v) for n, v in leaves if v.is_floating_point() and v.numel()]
     if not leaves:
@@ -131,8 +128,7 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
 
 
 def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
-    """Reset ``env``, act once with ``policy`` (on ``inputs(obs)``, default ``obs``) and step
-    once, raising an error naming the culprit of any wrong key, shape, dtype, bound or NaN."""
+    """Reset ``env``, act once with ``policy`` and step once, checking every output."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()
@@ -157,8 +153,7 @@ def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
 
 
 class Rollout:
-    """Steps ``env`` with the policy (through ``recurrence``, what it carries between steps)
-    into the shared ``[num_envs, horizon + 1]`` ``buffer``."""
+    """Steps ``env`` with the policy (through ``recurrence``) into ``buffer``."""
 
     def __init__(self, env: Env, buffer: TensorDict, recurrence: Recurrence) -> None:
         self.env, self.buffer, self.recurrence = env, buffer, recurrence
@@ -208,8 +203,7 @@ class Rollout:
             raise
 
     def captured_steps(self, key: tuple[bool, str]) -> None:
-        """The time loop as :class:`~.graphs.GraphedRollout` captures it for ``(deterministic,
-        env config)``: from the buffer's first column, structure as the last eager collect's."""
+        """The time loop as :class:`~.graphs.GraphedRollout` captures it."""
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
     def _steps(self, obs: Observation, deterministic: bool, t_now: list[int],
@@ -269,8 +263,7 @@ class Rollout:
                       env_name=self.env_name)
 
     def fill_values(self, last_obs: Observation) -> None:
-        """The values the advantages need: every observation's (or the bootstrap one's), and
-        V(final_obs) of truncated episodes (else the pre-step observation's value)."""
+        """Every value the advantages need (V(final_obs) of truncated episodes too)."""
         buf, horizon = self.buffer, self.horizon
         if self._values_after:
             self.recurrence.fill_values(buf[DataKeys.OBS], buf[DataKeys.VALUES])

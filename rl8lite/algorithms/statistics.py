@@ -1,5 +1,4 @@
-"""A collect's statistics: horizon returns, rewards, the reward scale and the episodes that ended,
-with what they carry from one collect to the next."""
+"""A collect's statistics, and what they carry from one collect to the next."""
 
 from __future__ import annotations
 
@@ -17,11 +16,13 @@ _WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return
                  "episodes/length_mean")
 #: Completed episodes whose mean is ``episodes/return_mean`` (SB3's and rsl_rl's window).
 EPISODE_WINDOW = 100
+#: Checkpoint keys of what :class:`CollectStatistics` carries between collects.
+_CARRIED = {"discounted_return": "discounted_return", "episode_return": "episode_return",
+            "episode_length": "episode_length", "recent_episodes": "recent"}
 
 
 def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(min, max)`` of every element as 0-d tensors (NaN propagates), without a contiguous copy
-    of a strided view."""
+    """``(min, max)`` as 0-d tensors (NaN propagates), without a contiguous copy."""
     if x.ndim < 2 or x.is_contiguous():
         return torch.aminmax(x)
     inner = tuple(range(1, x.ndim))
@@ -71,8 +72,7 @@ def _trace_by_matrix(rewards: torch.Tensor, initial: torch.Tensor, gamma: float,
 
 def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_return: torch.Tensor,
                     carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(return, length)`` ``[N, T]`` float64 of the episode each step belongs to, as of that
-    step, given what each copy's ongoing episode had before the collect (``[N]``)."""
+    """``(return, length)`` ``[N, T]`` (float64) of each step's episode, as of that step."""
     slices = copy_slices(*rewards.shape, rewards.device)
     parts = [_episode_rows(rewards[r], episode_ends[r], carry_return[r], carry_length[r])
              for r in slices]
@@ -96,8 +96,7 @@ def _episode_rows(rewards: torch.Tensor, ends: torch.Tensor, carry_return: torch
 
 class CollectStatistics:
     """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect; the
-    ``episodes/`` means and extremes cover the last ``window`` completed episodes (``None``: all),
-    NaN until the first ends. ``whole`` pools over ranks."""
+    ``episodes/`` means cover the last ``window`` completed episodes (``None``: all)."""
 
     def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool,
                  device: torch.device, whole: WholeBatch | None = None,
@@ -117,8 +116,7 @@ class CollectStatistics:
         self.episode_length.zero_()
 
     def of_collect(self, buffer: TensorDict, *, episodic: bool) -> dict[str, float]:
-        """Statistics of the collect in ``buffer`` (updating the carries); the running discounted
-        returns, whose std is ``coefficients/reward_scale``, go into the buffer."""
+        """Statistics of the collect in ``buffer``, updating the carries."""
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
         ends = episode_ends(buffer) if episodic else None
@@ -171,23 +169,16 @@ class CollectStatistics:
         return dict(zip(_WINDOW_STATS, (return_sum / count, low, high, length_sum / count)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"discounted_return": self.discounted_return.cpu().clone(),
-                "episode_return": self.episode_return.cpu().clone(),
-                "episode_length": self.episode_length.cpu().clone(),
-                "recent_episodes": self.recent.cpu().clone()}
+        return {key: getattr(self, name).cpu().clone() for key, name in _CARRIED.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        device = self.discounted_return.device
-        self.discounted_return = state["discounted_return"].to(device)
-        self.episode_return = state["episode_return"].to(device)
-        self.episode_length = state["episode_length"].to(device)
-        self.recent = state.get("recent_episodes",
-                                torch.zeros(0, 2, dtype=torch.float64)).to(device)
+        state = {"recent_episodes": torch.zeros(0, 2, dtype=torch.float64), **state}
+        for key, name in _CARRIED.items():
+            setattr(self, name, state[key].to(self.discounted_return.device))
 
 
 def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
-    """The stats of several equally long collects as one: counts and times add, extremes take
-    the extreme, means average and stds pool; ``episodes/`` means are the last collect's."""
+    """The stats of several equally long collects as one."""
     merged = dict(collects[-1])
     for key in collects[0]:
         values = [c[key] for c in collects]

@@ -1,6 +1,5 @@
-"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer; no
-host read inside a pass (a non-finite loss or gradient skips the step on the device, fused
-Adam/AdamW, and is raised when the pass ends)."""
+"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer,
+with no host read inside a pass."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ class UpdateResult:
 
 
 def total_grad_norm(grads: list[torch.Tensor], *, device: Any = None) -> torch.Tensor:
-    """The L2 norm of all ``grads`` together (0-d; 0 for none), by foreach kernels where they
-    share a device and dtype (torch's helper groups them in Python on every call)."""
+    """The L2 norm of all ``grads`` together (0-d), by foreach kernels where it can."""
     if not grads:
         return torch.zeros((), device=device)
     if any(g.device != grads[0].device or g.dtype != grads[0].dtype for g in grads):
@@ -58,9 +56,8 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
 
 
 class PPOUpdate:
-    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss; a minibatch's gradient is
-    summed over chunks of at most ``chunk_samples`` samples weighted by their share (the same
-    step). ``evaluate`` gives ``(logp, entropy, values)`` of a chunk of update units."""
+    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, each minibatch's gradient
+    summed over chunks of at most ``chunk_samples`` samples (the same step)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
                  evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,
@@ -90,8 +87,7 @@ class PPOUpdate:
         self.step_fn: Callable[..., torch.Tensor] = compiled(self.minibatch_step)
 
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
-        """The passes over ``batch``, stopped early once a pass's mean KL exceeds
-        ``1.5 * target_kl_div``."""
+        """The passes over ``batch``, stopped once a pass's mean KL exceeds 1.5 target_kl_div."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit  # update units: time steps or sequences
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
@@ -162,8 +158,7 @@ class PPOUpdate:
 
     def minibatch_step(self, batch: UpdateBatch, units: torch.Tensor,
                        row: torch.Tensor) -> torch.Tensor:
-        """One optimizer step on the update units ``units`` (one chunk), their losses and
-        monitors written into ``row``; returns the gradient norm before clipping."""
+        """One optimizer step on ``units``; losses into ``row``; returns the gradient norm."""
         self.zero_grad()
         total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
         self._backward(total)
@@ -202,8 +197,7 @@ class PPOUpdate:
         (self.grad_scaler.scale(loss) if self.grad_scaler is not None else loss).backward()
 
     def apply_gradients(self, losses: torch.Tensor) -> torch.Tensor:
-        """Average over ranks, take the norm, skip the step from a non-finite loss (of the step's
-        chunks, ``losses``) or gradient on, clip, step; return the norm."""
+        """Average over ranks, skip from a non-finite loss or gradient on, clip, step; the norm."""
         if self.average_gradients is not None:  # every rank's loss: every rank decides alike
             losses = self.average_gradients(losses.sum()).reshape(1)
         params = [p for p in self.params if p.grad is not None]
@@ -244,9 +238,8 @@ class PPOUpdate:
                              " (earlier ones were).")
 
     def recompute_old_logp(self, batch: UpdateBatch) -> None:
-        """Recompute the buffer's log-probabilities under autocast, as the update will (a
-        Gaussian's at a bf16/fp16 mean is far off at small stds: the ratio would not start at 1).
-        The random stream is left as it was."""
+        """Recompute the buffer's log-probabilities under autocast, so the PPO ratio starts at 1
+        (the random stream left as it was)."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit
         chunk = max(1, (self.chunk_samples or size * unit) // unit)

@@ -1,6 +1,4 @@
-"""A feedforward policy that sees windows of past observations (its model's view requirements),
-kept in a store ``[N, (size - 1) + T + 1, ...]`` per entry whose last ``T + 1`` columns are the
-buffer's entry."""
+"""A feedforward policy that sees windows of past observations (its model's view requirements)."""
 
 from __future__ import annotations
 
@@ -38,10 +36,8 @@ def windows_seen(model: Any, observation_spec: Spec) -> str | None:
 
 
 def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
-    """The window size (``shift + 1 > 1``) of each observation entry (its path, ``()`` for a
-    tensor observation) ``model``'s view requirements window (a later
-    requirement overrides an earlier one, as in rl8); a :class:`ConfigError` for a key outside
-    the observation spec, or ``shift > 0`` with a method that drops the first steps."""
+    """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requirements
+    window; a :class:`ConfigError` for an unknown key or a method that drops steps."""
     requirements = getattr(model, "view_requirements", None) or {}
     leaves = observation_paths(observation_spec)
     sizes: dict[Path, int] = {}
@@ -77,8 +73,7 @@ def _key(path: Path) -> str:
 
 def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False,
             zeroed: bool = False) -> TensorDict:
-    """``{INPUTS: window zeroed at padding, PADDING_MASK: padding}``, batch ``[B, size]``
-    (``inplace``: zeroes ``window`` itself; ``zeroed``: it has zeros there already)."""
+    """``{INPUTS: window zeroed at padding, PADDING_MASK: padding}``, batch ``[B, size]``."""
     if not zeroed:
         mask = padding.reshape(*padding.shape, *[1] * (window.dim() - 2))
         window = window.masked_fill_(mask, 0) if inplace else window.masked_fill(mask, 0)
@@ -88,9 +83,8 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
 
 
 class Windowed(Feedforward):
-    """A feedforward policy whose model sees windows of past observations: each windowed entry
-    of ``buffer``'s observations becomes a view of a store keeping ``size - 1`` earlier steps in
-    front. Window steps before an episode's first are padding (zeros, ``PADDING_MASK`` True)."""
+    """A feedforward policy whose model sees windows of past observations, each entry kept in a
+    store with ``size - 1`` earlier steps in front; earlier episodes are padding."""
 
     def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
@@ -98,9 +92,8 @@ class Windowed(Feedforward):
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.num_envs, self.entries = buffer, num_envs, entries
         device = buffer.device
-        # per entry path: the store, its rows with a zero row after them (the padding steps of
-        # gathered windows read it), per window position the steps back from its last step
-        # (offsets) and the index offset (positions), per buffer row its window's first store row
+        # per path: the store, its rows and a zero row (for padding), per window position steps back
+        # from the last (offsets) and row offsets (positions), per buffer row the window's first
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.
@@ -160,8 +153,7 @@ class Windowed(Feedforward):
         return super().values(self._inputs_at(obs, self.horizon))
 
     def _inputs_at(self, obs: Observation, t: int) -> Observation:
-        """What the model sees at step ``t``: ``obs`` with each windowed entry replaced by the
-        window ending at ``t`` (its padding zeroed)."""
+        """``obs`` with each windowed entry replaced by its window ending at step ``t``."""
         steps = (t - self.start).unsqueeze(-1)
         return _with_windows(obs, {path: _padded(self.stores[path][:, t : t + size],
                                                  self.offsets[path] > steps)
@@ -180,8 +172,7 @@ class Windowed(Feedforward):
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
                          steps: torch.Tensor) -> torch.Tensor:
-        """V(final_obs) of truncated copies: the window ending before the episode's end, shifted
-        by one, with the final observation last."""
+        """V(final_obs) of truncated copies (windows shifted by one, ``final_obs`` last)."""
         before = self.episode_steps()[copies, steps].unsqueeze(-1)
         windows = {}
         for path, size in self.entries.items():
@@ -245,8 +236,7 @@ _SCALAR_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int6
 
 
 class WindowRows:
-    """The model's input at ``[N * (T + 1)]`` buffer rows, built on indexing (``steps``: each
-    row's index in its episode)."""
+    """The model's input at ``[N * (T + 1)]`` buffer rows, built on indexing."""
 
     def __init__(self, windowed: Windowed, steps: torch.Tensor) -> None:
         self.windowed = windowed
@@ -271,9 +261,8 @@ class WindowRows:
         steps = self.steps.index_select(0, rows).unsqueeze(-1)
         windows, windowed = {}, self.windowed
         for path in windowed.entries:
-            # One index_select of store rows per window step, padding steps reading the zero row
-            # (a window ending at buffer column c starts at store column c); zeroing gathered
-            # windows afterwards measured 1.5-2x slower.
+            # one index_select of store rows, padding reading the zero row (a window ending at
+            # buffer column c starts at store column c): 1.5-2x faster than zeroing windows
             store_rows = windowed.rows_with_zeros[path]
             padding = windowed.offsets[path] > steps
             first = windowed.first_rows[path].index_select(0, rows)
@@ -294,8 +283,7 @@ class WindowRows:
 
 def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int | None,
               buffer: TensorDict, observation_spec: Any) -> Recurrence:
-    """The carry of ``policy``: :class:`Recurrent`, :class:`Windowed` (a model whose view
-    requirements window observations) or :class:`Feedforward`."""
+    """The carry of ``policy``: :class:`Recurrent`, :class:`Windowed` or :class:`Feedforward`."""
     entries = plan_windows(policy.model, observation_spec)
     if not policy.recurrent:
         # compiled sampling measured slower than eager on CPUs
