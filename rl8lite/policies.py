@@ -35,9 +35,8 @@ class Policy(nn.Module):
         >>> env = DiscreteDummyEnv(1)
         >>> policy = Policy(env.observation_spec, env.action_spec)
         >>> batch = TensorDict({DataKeys.OBS: env.observation_spec.rand([8, 4])}, batch_size=[8, 4])
-        >>> out = policy.sample(batch, return_logp=True, return_values=True)  # at each last step
-        >>> out[DataKeys.ACTIONS].shape, out[DataKeys.VALUES].shape
-        (torch.Size([8, 1]), torch.Size([8, 1]))
+        >>> policy.sample(batch, return_values=True)[DataKeys.VALUES].shape  # at each last step
+        torch.Size([8, 1])
         >>> policy.sample(batch, kind="all")[DataKeys.ACTIONS].shape  # at every step
         torch.Size([32, 1])
     """

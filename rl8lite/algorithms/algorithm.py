@@ -125,8 +125,8 @@ class Algorithm:
         try:
             self.optimizer = hp.optimizer_cls(self.policy.parameters(), **kwargs)
         except (TypeError, ValueError) as e:
-            name = hp.optimizer_cls.__name__
-            raise ConfigError(f"cannot build {name} from optimizer_config: {e}") from e
+            raise ConfigError(f"cannot build {hp.optimizer_cls.__name__} from optimizer_config:"
+                              f" {e}") from e
         self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule,
                                         kind=hp.lr_schedule_kind)
         self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff,
