@@ -1,27 +1,4 @@
-"""Policies (rl8's ``rl8.policies``): a model and the action distribution of its features.
-
-:class:`Policy` is what an algorithm holds as ``algorithm.policy``. The collect and the update
-call one method per job (:meth:`Policy.act`, :meth:`Policy.sample_actions`,
-:meth:`Policy.evaluate`, :meth:`Policy.values`, and for recurrent models
-:meth:`Policy.act_recurrent` and :meth:`Policy.evaluate_sequences`); rl8's
-:meth:`Policy.sample` drives the same model with rl8's keyword flags on a batch of sequences
-``[B, T]``, applying the model's view requirements as rl8 does.
-
-Differences from rl8: a recurrent policy's states are one ``[B, state_size]`` tensor (rl8's
-TensorDict is accepted as input), and ``features`` hold rl8lite's flat features under
-``"features"`` unless the model returns rl8's feature TensorDict.
-
-Examples:
-    >>> from rl8lite.env import DiscreteDummyEnv
-    >>> env = DiscreteDummyEnv(1)
-    >>> policy = Policy(env.observation_spec, env.action_spec)
-    >>> batch = TensorDict({DataKeys.OBS: env.observation_spec.rand([8, 4])}, batch_size=[8, 4])
-    >>> out = policy.sample(batch, return_logp=True, return_values=True)  # at each last step
-    >>> out[DataKeys.ACTIONS].shape, out[DataKeys.VALUES].shape
-    (torch.Size([8, 1]), torch.Size([8, 1]))
-    >>> policy.sample(batch, kind="all")[DataKeys.ACTIONS].shape  # at every step
-    torch.Size([32, 1])
-"""
+"""Policies (rl8's ``rl8.policies``): a model and the action distribution of its features."""
 
 from __future__ import annotations
 
@@ -49,46 +26,41 @@ __all__ = ["Policy", "RecurrentPolicy", "build_policy"]  # and, imported on use,
 class Policy(nn.Module):
     """A model and its action distribution (rl8's ``Policy``).
 
-    Args:
-        observation_spec: The env's observation spec.
-        action_spec: The env's action spec.
-        model: A model instance (excludes ``model_cls``).
-        model_cls: A model class called as ``model_cls(observation_spec, action_spec,
-            **model_config)``; default :attr:`default_model_cls` sized for the distribution.
-        model_config: Keyword arguments of ``model_cls``.
-        distribution_cls: The action distribution (default: the action spec's).
-        device: Where the model goes.
+    ``model`` is an instance, else ``model_cls(observation_spec, action_spec, **model_config)``,
+    else :attr:`default_model_cls` sized for ``distribution_cls`` (default: the action spec's).
+    A recurrent policy's states are one ``[B, state_size]`` tensor (rl8's TensorDict is accepted).
+
+    Examples:
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> env = DiscreteDummyEnv(1)
+        >>> policy = Policy(env.observation_spec, env.action_spec)
+        >>> batch = TensorDict({DataKeys.OBS: env.observation_spec.rand([8, 4])}, batch_size=[8, 4])
+        >>> policy.sample(batch, return_values=True)[DataKeys.VALUES].shape  # at each last step
+        torch.Size([8, 1])
+        >>> policy.sample(batch, kind="all")[DataKeys.ACTIONS].shape  # at every step
+        torch.Size([32, 1])
     """
 
     default_model_cls: type[Model] = DefaultModel
 
-    def __init__(
-        self,
-        observation_spec: Spec,
-        action_spec: Spec,
-        /,
-        *,
-        model: nn.Module | None = None,
-        model_cls: Any = None,
-        model_config: dict[str, Any] | None = None,
-        distribution_cls: type[Distribution] | None = None,
-        device: Device = "cpu",
-    ) -> None:
+    def __init__(self, observation_spec: Spec, action_spec: Spec, /, *,
+                 model: nn.Module | None = None, model_cls: Any = None,
+                 model_config: dict[str, Any] | None = None,
+                 distribution_cls: type[Distribution] | None = None,
+                 device: Device = "cpu") -> None:
         super().__init__()
         if model is not None and model_cls is not None:
             raise ValueError("`model` and `model_cls` are mutually exclusive: pass one of them")
         distribution_cls = distribution_cls or default_distribution_cls(action_spec)
-        if model is None and model_cls is None:
-            model = default_model(self.default_model_cls, observation_spec, action_spec,
-                                  distribution_cls, model_config)
-        elif model is None:
-            model = model_cls(observation_spec, action_spec, **(model_config or {}))
+        if model is None:
+            model = _build_model(model_cls or self.default_model_cls, model_cls is None,
+                                 observation_spec, action_spec, model_config, distribution_cls)
         self.model = model
         self.distribution_cls = distribution_cls
         self.observation_spec, self.action_spec = observation_spec, action_spec
         self.model_config = dict(getattr(model, "config", None) or model_config or {})
         network = stateless(model)
-        # A plain attribute (not a submodule): the adapter holds the model registered above.
+        # a plain attribute, not a submodule: the adapter holds the model registered above
         self._adapter = None if network is model else network
         self.to(device)
 
@@ -109,8 +81,7 @@ class Policy(nn.Module):
 
     @property
     def separable(self) -> bool:
-        """Whether the model computes features and values apart (``Model.separable``) and
-        nothing hooks or replaces its ``forward`` (hooks run only through ``forward``)."""
+        """Whether the model computes features and values apart (no hooked ``forward``)."""
         model = self.model
         return (getattr(model, "separable", False) is True and not model._forward_hooks
                 and not model._forward_pre_hooks and "forward" not in vars(model))
@@ -122,7 +93,6 @@ class Policy(nn.Module):
             mask = mask[DataKeys.INPUTS][:, -1]
         return self.distribution_cls(features, self.action_spec, action_mask=mask)
 
-    # ------------------------------------------------------------------ what training calls
     def act(self, obs: Observation, *, deterministic: bool = False) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` for a batch of observations."""
         features, values = self.network(obs)
@@ -138,9 +108,8 @@ class Policy(nn.Module):
     def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic:
             actions = dist.deterministic_sample()
-            logp = dist.logp(actions)
-        else:
-            actions, logp = dist.sample_with_logp()
+            return as_spec_dtype(actions, self.action_spec), dist.logp(actions)
+        actions, logp = dist.sample_with_logp()
         return as_spec_dtype(actions, self.action_spec), logp
 
     def evaluate(self, obs: Observation, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -158,16 +127,14 @@ class Policy(nn.Module):
         """A recurrent model's initial states ``[n, state_size]`` on the policy's device."""
         return self.network.init_states(n, self.device)
 
-    def act_recurrent(
-        self, obs: Observation, states: torch.Tensor, *, deterministic: bool = False
-    ) -> tuple[torch.Tensor, ...]:
+    def act_recurrent(self, obs: Observation, states: torch.Tensor, *,
+                      deterministic: bool = False) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values, next_states)`` for one time step of a recurrent model."""
         features, values, next_states = self.network(obs, states)
         return (*self._draw(self.distribution(features, obs), deterministic), values, next_states)
 
-    def evaluate_sequences(
-        self, obs: Observation, actions: torch.Tensor, states: torch.Tensor, resets: torch.Tensor
-    ) -> tuple[torch.Tensor, ...]:
+    def evaluate_sequences(self, obs: Observation, actions: torch.Tensor, states: torch.Tensor,
+                           resets: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Unroll ``[B, L]`` sequences from their initial ``states``; ``(logp, entropy, values)``
         as ``[B * L, 1]``. ``resets[:, j]`` zeroes the state before step ``j``."""
         logps, entropies, values = [], [], []
@@ -184,33 +151,13 @@ class Policy(nn.Module):
         """The deterministic action."""
         return self.act(obs, deterministic=True)[0]
 
-    # ------------------------------------------------------------------ rl8's interface
-    def sample(
-        self,
-        batch: TensorDict,
-        /,
-        *,
-        kind: ViewKind = "last",
-        deterministic: bool = False,
-        inplace: bool = False,
-        requires_grad: bool = False,
-        return_actions: bool = True,
-        return_logp: bool = False,
-        return_values: bool = False,
-        return_views: bool = False,
-    ) -> TensorDict:
-        """Sample the policy on a batch of sequences (rl8's ``Policy.sample``).
-
-        Args:
-            batch: ``[B, T]`` with ``"obs"``, or the model's inputs under ``DataKeys.VIEWS``.
-            kind: ``"last"``: at each sequence's last step (``B`` rows); ``"all"``: at every
-                step (``B * T`` rows, row ``b * T + t``).
-            deterministic: The distribution's mode (the model in eval mode), else a sample.
-            inplace: Write into ``batch`` reshaped to one batch dimension.
-            requires_grad: Build the autograd graph.
-            return_actions, return_logp, return_values, return_views: What to return besides
-                ``DataKeys.FEATURES``.
-        """
+    def sample(self, batch: TensorDict, /, *, kind: ViewKind = "last", deterministic: bool = False,
+               inplace: bool = False, requires_grad: bool = False, return_actions: bool = True,
+               return_logp: bool = False, return_values: bool = False,
+               return_views: bool = False) -> TensorDict:
+        """Sample the policy on a batch of sequences ``[B, T]`` (rl8's ``Policy.sample``), with
+        ``"obs"`` or the model's inputs under ``DataKeys.VIEWS``, at each sequence's last step
+        (``kind="last"``: ``B`` rows) or at every step (``"all"``: row ``b * T + t``)."""
         has_views = DataKeys.VIEWS in batch.keys()
         views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
         obs = views[DataKeys.OBS]
@@ -250,9 +197,7 @@ class Policy(nn.Module):
         return features_td, features, values
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
-        """Pickle the policy to ``path`` (cloudpickle, as rl8) and return rl8's MLflow model
-        serving it (``python_model=``, with ``artifacts={"policy": path}``). The trainer's
-        ``log_policy`` (a ``torch.export`` program) is the recommended saved policy."""
+        """Pickle the policy to ``path`` (as rl8) and return rl8's MLflow model serving it."""
         from .tracking.rl8_policy_model import pickle_policy
 
         return pickle_policy(self, path, recurrent=self.recurrent)
@@ -263,19 +208,11 @@ class RecurrentPolicy(Policy):
 
     default_model_cls: type[Model] = DefaultRecurrentModel
 
-    def sample(  # type: ignore[override]
-        self,
-        batch: TensorDict,
-        /,
-        states: torch.Tensor | TensorDict | None = None,
-        *,
-        deterministic: bool = False,
-        inplace: bool = False,
-        requires_grad: bool = False,
-        return_actions: bool = True,
-        return_logp: bool = False,
-        return_values: bool = False,
-    ) -> tuple[TensorDict, torch.Tensor]:
+    def sample(self, batch: TensorDict, /,  # type: ignore[override]
+               states: torch.Tensor | TensorDict | None = None, *, deterministic: bool = False,
+               inplace: bool = False, requires_grad: bool = False, return_actions: bool = True,
+               return_logp: bool = False,
+               return_values: bool = False) -> tuple[TensorDict, torch.Tensor]:
         """Unroll the policy over sequences ``[B, T]`` from ``states`` (``None``: initial
         states); the outputs at every step (row ``b * T + t``) and the states after the last."""
         rows, steps = batch.batch_size[:2]
@@ -309,9 +246,7 @@ class RecurrentPolicy(Policy):
 
 
 def _output_batch(batch: TensorDict, rows: int, inplace: bool) -> TensorDict:
-    if inplace:
-        return batch.reshape(-1)
-    return TensorDict({}, batch_size=[rows], device=batch.device)
+    return batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows], device=batch.device)
 
 
 def _steps_as_rows(per_step: list[torch.Tensor]) -> torch.Tensor:
@@ -329,34 +264,29 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
         model.train(was)
 
 
-def default_model(model_cls: type[Model], observation_spec: Spec, action_spec: Spec,
-                  distribution_cls: type[Distribution],
-                  model_config: dict[str, Any] | None) -> Model:
-    """``model_cls`` sized for ``distribution_cls``'s features (``num_features``, ``gaussian``)."""
-    return model_cls(observation_spec, action_spec,
-                     num_features=distribution_cls.num_inputs(action_spec),
-                     gaussian=issubclass(distribution_cls, Normal), **(model_config or {}))
+def _build_model(model_cls: Any, sized: bool, observation_spec: Spec, action_spec: Spec,
+                 model_config: dict[str, Any] | None, distribution_cls: type[Distribution]) -> Any:
+    """``model_cls(observation_spec, action_spec, **model_config)``, ``sized`` for the features."""
+    sizes = {"num_features": distribution_cls.num_inputs(action_spec),
+             "gaussian": issubclass(distribution_cls, Normal)} if sized else {}
+    return model_cls(observation_spec, action_spec, **sizes, **(model_config or {}))
 
 
 def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
                  default_model_cls: type[Model], *, device: Device = "cpu") -> Policy:
-    """The policy a config describes (``model``, or ``model_cls`` and ``model_config``, or
-    ``default_model_cls``; ``distribution_cls``): a :class:`RecurrentPolicy` for a recurrent
-    model."""
+    """The policy a config describes (a :class:`RecurrentPolicy` for a recurrent model)."""
     model = config.model
-    if model is None and config.model_cls is None:
+    if model is None:
         distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
-        model = default_model(default_model_cls, observation_spec, action_spec, distribution_cls,
-                              config.model_config)
-    elif model is None:
-        model = config.model_cls(observation_spec, action_spec, **(config.model_config or {}))
+        model = _build_model(config.model_cls or default_model_cls, config.model_cls is None,
+                             observation_spec, action_spec, config.model_config, distribution_cls)
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
     return policy_cls(observation_spec, action_spec, model=model,
                       distribution_cls=config.distribution_cls, device=device)
 
 
 def __getattr__(name: str) -> Any:
-    # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use.
+    # rl8's MLflow models live with the rest of MLflow (rl8lite.tracking), imported on use
     if name in ("MLflowPolicyModel", "MLflowRecurrentPolicyModel"):
         from .tracking import rl8_policy_model
 

@@ -11,29 +11,22 @@ from typing import Any
 import numpy as np
 import tensordict
 import torch
-from tensordict import TensorDict
 
 from ..data import DataKeys
 from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
 from ..nn.ppo import gae
-from ..policies import Policy, build_policy
+from ..policies import build_policy
 from ..runtime.checkpoint_files import seed_everything
 from ..runtime.distributed import Ranks, join_process_group, shares_failures
 from ..runtime.imports import package_version, qualified_name
 from ..runtime.memory import device_memory, keep_freed_memory, optimizer_bytes, tensor_bytes
 from ..schedulers import EntropyScheduler, LRScheduler
+from . import graphs
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
 from .chunks import resolve_chunk_size
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
-from .graphs import (
-    GraphedRollout,
-    GraphedSampling,
-    GraphedStep,
-    capturable_optimizer_kwargs,
-    graphs_unsupported,
-)
 from .rollout import Rollout, check_env, dry_run
 from .statistics import CollectStatistics, merge_collects
 from .update import PPOUpdate
@@ -46,7 +39,7 @@ _EPS = 1e-8
 class AlgorithmState:
     """Counters and scales that evolve during training."""
 
-    #: Training collects done so far (rl8's ``horizons``); drives env resets.
+    #: Training collects done so far (rl8's ``horizons``).
     horizons: int = 0
     #: Whether the buffer holds a collect not yet used by ``step``.
     buffered: bool = False
@@ -54,25 +47,16 @@ class AlgorithmState:
     reward_scale: float = 1.0
     #: Policy updates done so far.
     steps: int = 0
-    #: Sequences of ``seq_len`` steps collected so far (recurrent policies; rl8's ``seqs``).
+    #: Sequences of ``seq_len`` steps collected so far (recurrent policies).
     seqs: int = 0
 
 
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    Its parts: the :attr:`rollout` (env steps into the buffer), the :attr:`recurrence` (what the
-    policy carries between steps: nothing, windows of past observations or a recurrent state),
-    the :attr:`statistics` of each collect and the :attr:`update` (SGD passes over the buffer).
-    Under ``torchrun`` each process is one rank of a data-parallel job (``num_envs`` copies of
-    its own; gradients, whole-batch statistics and counts over every rank).
-
-    Args:
-        env: An :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
-            config=env_config)``, or an instance (a simulator the process built once), whose
-            ``num_envs``, ``horizon`` and ``device`` the algorithm takes.
-        config: Hyperparameters (default :class:`AlgorithmConfig`).
-        **overrides: Any config field, overriding ``config``.
+    ``env`` is an :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
+    config=env_config)``, or an instance whose ``num_envs``, ``horizon`` and ``device`` it takes.
+    Under ``torchrun`` each process is one rank of a data-parallel job.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -86,13 +70,6 @@ class Algorithm:
 
     #: Model built when no model/model_cls is configured.
     default_model_cls: type[Model] = DefaultModel
-
-    env: Env
-    policy: Policy
-    buffer: TensorDict
-    optimizer: torch.optim.Optimizer
-    hparams: AlgorithmConfig
-    state: AlgorithmState
 
     def __init__(self, env: type[Env] | Env, /, config: AlgorithmConfig | None = None,
                  **overrides: Any) -> None:
@@ -137,52 +114,43 @@ class Algorithm:
                                     obs_spec)
         self.rollout = Rollout(self.env, self.buffer, self.recurrence)
         self.whole_batch = WholeBatch(self.ranks)
-        self.statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                            normalize_rewards=hp.normalize_rewards,
-                                            whole=self.whole_batch)
-        graphs = graphs_unsupported(hp, self.device, self.policy.recurrent,
-                                    isinstance(self.recurrence, Windowed), self.ranks.distributed,
-                                    collect_chunk)
+        self.statistics = self._new_statistics()
+        #: Why the collect and the update run eagerly on this device, or ``None``: CUDA graphs.
+        self.graphs_off = graphs.graphs_unsupported(
+            hp, self.device, self.policy.recurrent, isinstance(self.recurrence, Windowed),
+            self.ranks.distributed, collect_chunk)
         kwargs = hp.optimizer_kwargs()
-        if graphs is None:
-            kwargs = capturable_optimizer_kwargs(kwargs, self.device)
+        if self.graphs_off is None:
+            kwargs = graphs.capturable_optimizer_kwargs(kwargs, self.device)
         try:
             self.optimizer = hp.optimizer_cls(self.policy.parameters(), **kwargs)
         except (TypeError, ValueError) as e:
-            name = hp.optimizer_cls.__name__
-            raise ConfigError(f"cannot build {name} from optimizer_config: {e}") from e
+            raise ConfigError(f"cannot build {hp.optimizer_cls.__name__} from optimizer_config:"
+                              f" {e}") from e
         self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule,
                                         kind=hp.lr_schedule_kind)
-        self.entropy_scheduler = EntropyScheduler(
-            hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
-            kind=hp.entropy_coeff_schedule_kind)
+        self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff,
+                                                  schedule=hp.entropy_coeff_schedule,
+                                                  kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
             chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
-            ranks=self.ranks,
-        )
-        #: Why the collect and the update run eagerly on this device, or ``None``: CUDA graphs.
-        self.graphs_off = graphs
-        if graphs is None:
-            self.update.step_fn = GraphedStep(self.update.step_fn, self.update.zero_grad)
+            ranks=self.ranks)
+        if self.graphs_off is None:
+            self.update.step_fn = graphs.GraphedStep(self.update.step_fn, self.update.zero_grad)
             if getattr(self.env, "capturable", False):
-                self.rollout.graphed = GraphedRollout(self.rollout.captured_steps)
+                self.rollout.graphed = graphs.GraphedRollout(self.rollout.captured_steps)
             elif self.policy.separable:
-                self.recurrence.graphed_sample = GraphedSampling(self.policy.sample_actions)
+                self.recurrence.graphed_sample = graphs.GraphedSampling(self.policy.sample_actions)
         self.state = AlgorithmState()
         self._needs_reset = True
 
-    # ------------------------------------------------------------------ collect
     @shares_failures
     def collect(self, *, env_config: dict[str, Any] | None = None,
                 deterministic: bool = False) -> dict[str, float]:
-        """Step the env ``horizon`` times, filling the buffer; return summary stats.
-
-        The env is reset (with ``env_config``) at the first collect, after an evaluation that
-        could not restore it, and every ``k = horizons_per_env_reset > 0`` collects; otherwise
-        the rollout continues from the last observation.
-        """
+        """Step the env ``horizon`` times into the buffer; return summary stats. The env is reset
+        (with ``env_config``) at the first collect and every ``horizons_per_env_reset > 0``."""
         k = self.horizons_per_env_reset
         reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
         stats = self._collect(env_config, deterministic, reset, self.statistics)
@@ -199,8 +167,7 @@ class Algorithm:
                  statistics: CollectStatistics) -> dict[str, float]:
         start = time.perf_counter()
         with torch.inference_mode():
-            # --- first observation: a reset (restarting every carry), or where the last collect
-            # ended
+            # --- first observation: a reset (restarting every carry), or the last collect's last
             obs = self.rollout.first_observation(reset=reset, env_config=env_config)
             if reset:
                 statistics.restart()
@@ -216,19 +183,11 @@ class Algorithm:
         stats["profiling/collect_ms"] = 1000.0 * (time.perf_counter() - start)
         return stats
 
-    # ------------------------------------------------------------------ evaluate
     @shares_failures
     def evaluate(self, *, env_config: dict[str, Any] | None = None, deterministic: bool = True,
                  collects: int | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config``, at any step; return the merged stats.
-
-        Resets the env under ``env_config`` and runs ``collects`` collects (default: enough to
-        fit the env's longest episode, ``ceil(max_episode_steps / horizon)``, else one) with
-        statistics of their own (every episode that ended). Training is left as it was: the
-        buffer, the carries, the schedules and counters. An env that restores its state
-        (``Env.restores_state``) continues its training episodes afterwards; any other is
-        reset at the next training collect, which ends its episodes in progress.
-        """
+        """Run ``collects`` collects from a reset under ``env_config`` (default: enough for the
+        env's ``max_episode_steps``) with statistics of their own, leaving training as it was."""
         hp = self.hparams
         if collects is None:
             max_steps = ((hp.env_config or {}).get("max_episode_steps")
@@ -238,9 +197,7 @@ class Algorithm:
         saved_env = self.env.state_dict() if restores else None
         config_key = self.rollout.env_config_key
         saved_buffer, saved_carry = self.buffer.clone(), self.recurrence.state_dict()
-        statistics = CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                       normalize_rewards=hp.normalize_rewards,
-                                       whole=self.whole_batch, window=None)
+        statistics = self._new_statistics(window=None)
         try:
             results = [self._collect(env_config, deterministic, reset=i == 0, statistics=statistics)
                        for i in range(collects)]
@@ -254,7 +211,12 @@ class Algorithm:
                 self._needs_reset = True
         return merge_collects(results)
 
-    # ------------------------------------------------------------------ step
+    def _new_statistics(self, **window: Any) -> CollectStatistics:
+        hp = self.hparams
+        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
+                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch,
+                                 **window)
+
     @shares_failures
     def step(self) -> dict[str, float]:
         """Update the policy from the buffered collect; return loss and monitor stats."""
@@ -276,8 +238,7 @@ class Algorithm:
         whole = self.whole_batch  # this buffer's samples, or every rank's
         residual = returns - values[:, :horizon]
         explained_variance = 1.0 - whole.var(residual) / (whole.var(returns) + _EPS)
-        # --- the update reads chunks straight from the buffer; advantages are normalised chunk by
-        # chunk with the whole batch's statistics
+        # --- advantages are normalised chunk by chunk with the whole batch's statistics
         normalization = whole.normalization(advantages) if hp.normalize_advantages else None
         batch = self.recurrence.update_batch(buf, normalization)
         if hp.enable_amp:
@@ -303,11 +264,8 @@ class Algorithm:
         })
         return stats
 
-    # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything that evolves during training: policy, optimizer, schedules, reward-scale and
-        episode carries, the buffer and the env's state (with the config and the RNG states,
-        which checkpoints add, it continues training exactly)."""
+        """Everything that evolves during training (checkpoints add the config and RNG states)."""
         grad_scaler = self.update.grad_scaler
         state = {
             "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
@@ -336,9 +294,8 @@ class Algorithm:
                 lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
                 group["lr"] = lr.clone()
             captured = (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample)
-            for graphed in captured:
-                if graphed is not None:
-                    graphed.forget()
+            for graphed in filter(None, captured):
+                graphed.forget()
         if self.update.grad_scaler is not None and state.get("grad_scaler"):
             self.update.grad_scaler.load_state_dict(state["grad_scaler"])
         self.lr_scheduler.set(float(state["lr"]))
@@ -354,12 +311,10 @@ class Algorithm:
             if key in state:
                 self.recurrence.load_state_dict(state[key])
 
-    # ------------------------------------------------------------------ introspection
     @property
     def horizons_per_env_reset(self) -> int:
-        """Collects between env resets (``< 0``: only at the first collect): the configured value,
-        else ``-1`` for an env that reports episode ends (or declares ``max_episode_steps``),
-        else 1."""
+        """Collects between env resets (``< 0``: only at the first): the configured value, else
+        ``-1`` for an env that reports episode ends (or declares ``max_episode_steps``), else 1."""
         if self.hparams.horizons_per_env_reset is not None:
             return self.hparams.horizons_per_env_reset
         episodic = self.rollout.episodic
@@ -398,8 +353,7 @@ class Algorithm:
         params: dict[str, Any] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
                                   if f.name not in classes}
         params.update({
-            "env_cls": env_label(self.env_cls),
-            "model_cls": qualified_name(self.policy.model),
+            "env_cls": env_label(self.env_cls), "model_cls": qualified_name(self.policy.model),
             "distribution_cls": qualified_name(self.policy.distribution_cls),
             "optimizer_cls": qualified_name(self.optimizer),
             "optimizer_config": self.optimizer_config,
@@ -421,15 +375,14 @@ class Algorithm:
         return stats
 
     def validate(self) -> None:
-        """Check the env and policy against the specs with one dry run (reset, act, step), raising
-        an error naming the culprit. The buffer is untouched; the next collect resets the env."""
+        """Check the env and policy with one dry run (reset, act, step), naming any culprit."""
         self._needs_reset = True  # first: the env is reset/stepped below even if a check fails
         dry_run(self.env, self.policy, self.hparams.num_envs, self.recurrence.first_step_inputs)
 
 
 class RecurrentAlgorithm(Algorithm):
-    """rl8's name for PPO with a recurrent policy: :class:`Algorithm` with a
-    :class:`~rl8lite.algorithms.config.RecurrentAlgorithmConfig` and, by default,
+    """PPO with a recurrent policy (rl8's name): :class:`Algorithm` with a
+    :class:`RecurrentAlgorithmConfig` and, by default, a
     :class:`~rl8lite.models.DefaultRecurrentModel`.
 
     Examples:

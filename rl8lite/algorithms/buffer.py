@@ -1,10 +1,4 @@
-"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once.
-
-Index 0 on the time axis holds a collect's first observation; the last column
-holds the observation after the last step, whose value bootstraps GAE, and
-becomes the next collect's first (see :mod:`rl8lite.algorithms.advantages` for
-the index convention of every entry).
-"""
+"""The shared rollout buffer: one ``[num_envs, horizon + 1]`` TensorDict, allocated once."""
 
 from __future__ import annotations
 
@@ -19,29 +13,16 @@ from ..data import DataKeys
 from ..specs import Spec
 
 
-def allocate_buffer(
-    observation_spec: Spec,
-    action_spec: Spec,
-    *,
-    num_envs: int,
-    horizon: int,
-    device: torch.device,
-    normalize_rewards: bool,
-) -> TensorDict:
+def allocate_buffer(observation_spec: Spec, action_spec: Spec, *, num_envs: int, horizon: int,
+                    device: torch.device, normalize_rewards: bool) -> TensorDict:
     """Every entry a collect and an update write, zeroed (``final_obs`` is added on first use)."""
     n, t1 = num_envs, horizon + 1
     column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=device)
     entries: dict[str, Any] = {
-        DataKeys.OBS: observation_spec.zero([n, t1]),
-        DataKeys.ACTIONS: action_spec.zero([n, t1]),
-        DataKeys.LOGP: column(),
-        DataKeys.VALUES: column(),
-        DataKeys.REWARDS: column(),
-        DataKeys.TERMINATED: column(torch.bool),
-        DataKeys.TRUNCATED: column(torch.bool),
-        DataKeys.FINAL_VALUES: column(),
-        DataKeys.ADVANTAGES: column(),
-        DataKeys.RETURNS: column(),
+        DataKeys.OBS: observation_spec.zero([n, t1]), DataKeys.ACTIONS: action_spec.zero([n, t1]),
+        DataKeys.LOGP: column(), DataKeys.VALUES: column(), DataKeys.REWARDS: column(),
+        DataKeys.TERMINATED: column(torch.bool), DataKeys.TRUNCATED: column(torch.bool),
+        DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column(),
     }
     if normalize_rewards:
         entries[DataKeys.REVERSED_DISCOUNTED_RETURNS] = column()
@@ -58,10 +39,8 @@ def final_obs_entry(buffer: TensorDict, observation_spec: Spec) -> torch.Tensor 
 
 def buffer_state(buffer: TensorDict) -> dict[str, torch.Tensor]:
     """Every leaf on the CPU, nested keys joined by ``"."`` (checkpoint form)."""
-    return {
-        ".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
-        for k, v in buffer.items(include_nested=True, leaves_only=True)
-    }
+    return {".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
+            for k, v in buffer.items(include_nested=True, leaves_only=True)}
 
 
 def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> None:
@@ -81,6 +60,12 @@ def flat_rows(x: torch.Tensor | TensorDict) -> torch.Tensor | TensorDict:
     return x.reshape(rows) if isinstance(x, TensorDict) else x.reshape(rows, *x.shape[2:])
 
 
+def episode_ends(buffer: TensorDict) -> torch.Tensor:
+    """``[N, T]``: whether each step ended its episode (``terminated | truncated``)."""
+    horizon = buffer.batch_size[1] - 1
+    return buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+
+
 def index_dtype(num_rows: int) -> torch.dtype:
     """int32 when every row index below ``num_rows`` fits (4 bytes per index, not 8)."""
     return torch.int32 if num_rows < 2**31 else torch.int64
@@ -93,20 +78,15 @@ UPDATE_KEYS = (DataKeys.OBS, DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES, D
 
 @dataclass
 class UpdateBatch:
-    """One update's samples, gathered a chunk at a time straight from the buffer (no copy of it).
+    """One update's samples, gathered a chunk at a time straight from the buffer (no copy of it)."""
 
-    Attributes:
-        rows: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
-        units: Per-unit tensors (a sequence's initial state), indexed by unit.
-        unit_rows: Maps ``[B]`` update units (time steps, or sequences of them) to their rows
-            (``[B]``, or ``[B, L]`` for sequences of ``L`` steps).
-        advantage_normalization: ``(mean,
-                                    std + eps)`` applied to each chunk's advantages, or ``None``.
-    """
-
+    #: Buffer entries as ``[N * (T + 1), ...]`` rows (:func:`flat_rows`: views).
     rows: dict[str, Any]
+    #: Per-unit tensors (a sequence's initial state), indexed by unit.
     units: dict[str, Any]
+    #: Maps ``[B]`` update units (steps or sequences) to their rows (``[B]`` or ``[B, L]``).
     unit_rows: Callable[[torch.Tensor], torch.Tensor]
+    #: ``(mean, std + eps)`` applied to each chunk's advantages, or ``None``.
     advantage_normalization: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def gather(self, units: torch.Tensor) -> dict[str, Any]:

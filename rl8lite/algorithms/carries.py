@@ -1,16 +1,8 @@
-"""What a policy carries from one time step to the next, in the rollout and in the update.
-
-:class:`Feedforward` carries nothing: the rollout samples each step on its own and the update
-evaluates single time steps (its variant :class:`~rl8lite.algorithms.windowed.Windowed` carries
-windows of past observations). :class:`Recurrent` carries a recurrent state: the rollout threads
-it through the steps (zeroed where an episode ends) and stores it at each sequence start, and the
-update unrolls ``seq_len``-step sequences from there (truncated backpropagation through time).
-The rollout and the update call the same few methods on either: one collect, one update.
-"""
+"""What a policy carries from one time step to the next, in the rollout and in the update."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -18,7 +10,7 @@ from tensordict import TensorDict
 from ..data import DataKeys
 from ..policies import Policy
 from ..runtime.memory import tensor_bytes
-from .buffer import UPDATE_KEYS, UpdateBatch, flat_rows
+from .buffer import UPDATE_KEYS, UpdateBatch, episode_ends, flat_rows
 from .chunks import in_chunks
 
 Observation = torch.Tensor | TensorDict
@@ -26,79 +18,67 @@ Pair = tuple[torch.Tensor, torch.Tensor]
 Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-class Recurrence(Protocol):
-    """The interface :class:`~rl8lite.algorithms.rollout.Rollout` and the update use."""
+class Recurrence:
+    """What the rollout and the update call on a policy's carry; these defaults carry nothing."""
 
     #: Time steps per update unit: 1, or ``seq_len`` for sequences.
-    unit_length: int
-    #: Whether the rollout samples actions without values and values every observation
-    #: in one batched pass afterwards (separable feedforward models).
-    values_after_rollout: bool
+    unit_length = 1
+    #: Whether the rollout samples actions alone and values every observation after it.
+    values_after_rollout = False
+    #: The sampling step as a captured CUDA graph (:mod:`rl8lite.algorithms.graphs`), if any.
+    graphed_sample: Any = None
 
-    def restart(self) -> None: ...
+    def __init__(self, policy: Policy, horizon: int, chunk_rows: int | None) -> None:
+        self.policy, self.horizon, self.chunk_rows = policy, horizon, chunk_rows
 
-    def resume(self) -> None: ...
+    def restart(self) -> None:
+        """An env reset: every copy's episode starts at the collect's first step."""
 
-    def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]: ...
-
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair: ...
-
-    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None: ...
+    def resume(self) -> None:
+        """The env goes on from where the last collect ended."""
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
-                 final_obs: Any) -> None: ...
+                 final_obs: Any) -> None:
+        """The episode ends of step ``t`` (and its ``final_obs``, if the env returns them)."""
 
-    def values(self, obs: Observation) -> torch.Tensor: ...
+    def update_batch(self, buffer: TensorDict, normalization: Pair | None) -> UpdateBatch:
+        """The update's samples, read from ``buffer`` a chunk at a time."""
+        rows = {key: self._rows(buffer, key) for key in UPDATE_KEYS}
+        return UpdateBatch(rows, self._units(buffer), self.unit_rows, normalization)
 
-    def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
-                         steps: torch.Tensor) -> torch.Tensor: ...
+    def _rows(self, buffer: TensorDict, key: str) -> Any:
+        return flat_rows(buffer[key])
 
-    def update_batch(self, buffer: TensorDict,
-                     normalization: Pair | None) -> UpdateBatch: ...
+    def _units(self, buffer: TensorDict) -> dict[str, torch.Tensor]:
+        return {}
 
-    def evaluate(self, chunk: dict[str, Any]) -> Triple: ...
+    def first_step_inputs(self, obs: Observation) -> Observation:
+        """What the model sees for observations with no past."""
+        return obs
 
-    def first_step_inputs(self, obs: Observation) -> Observation: ...
+    def state_bytes(self) -> int:
+        return 0
 
-    def state_bytes(self) -> int: ...
+    def state_dict(self) -> dict[str, Any]:
+        return {}
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
-
-class Feedforward:
-    """A feedforward policy: nothing carried; update units are single time steps.
-
-    Args:
-        policy: The policy.
-        horizon: Time steps per copy in the buffer.
-        chunk_rows: Copies per policy forward in the rollout (``None``: all at once).
-        compile_sampling: ``torch.compile`` the sampling step.
-    """
-
-    unit_length = 1
+class Feedforward(Recurrence):
+    """A feedforward policy: nothing carried; update units are single time steps."""
 
     def __init__(self, policy: Policy, horizon: int, chunk_rows: int | None, *,
                  compile_sampling: bool = False) -> None:
-        self.policy = policy
-        self.horizon = horizon
-        self.chunk_rows = chunk_rows
+        super().__init__(policy, horizon, chunk_rows)
         compiled = torch.compile if compile_sampling else (lambda fn: fn)
         self.act_fn, self.sample_fn = compiled(policy.act), compiled(policy.sample_actions)
-        #: The sampling step replaced by a captured CUDA graph (:mod:`rl8lite.algorithms.graphs`).
-        self.graphed_sample: Any = None
 
     @property
-    def values_after_rollout(self) -> bool:
+    def values_after_rollout(self) -> bool:  # type: ignore[override]
         # Checked every collect: hooks added to the model after building turn it off.
         return self.policy.separable
-
-    def restart(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` of step ``t``."""
@@ -112,23 +92,16 @@ class Feedforward:
         return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs,
                          size=self.chunk_rows)
 
-    def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
-                 final_obs: Any) -> None:
-        pass
-
     def values(self, obs: Observation) -> torch.Tensor:
         """Values of ``obs`` (the bootstrap observation after the last step)."""
         return in_chunks(self.policy.values, obs, size=self.chunk_rows)
 
     def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
-        """Write the values of every observation in the buffer into ``values_buf``, in
-        chunks of ``chunk_rows`` rows (without chunking: ``num_envs`` rows, as many as a
-        rollout step's forward), so no temporary outgrows a step's."""
+        """Write the values of every buffered observation into ``values_buf``."""
         self.fill_values_of_rows(flat_rows(obs_buf), values_buf)
 
     def fill_values_of_rows(self, obs_rows: Any, values_buf: torch.Tensor) -> None:
-        """:meth:`fill_values` from the model's inputs at every buffer row (``[N * (T + 1)]``,
-        anything sliceable into them)."""
+        """:meth:`fill_values` from the model's inputs at every buffer row, in chunks."""
         value_rows = flat_rows(values_buf)
         size = self.chunk_rows or values_buf.shape[0]
         for start in range(0, value_rows.shape[0], size):
@@ -139,80 +112,35 @@ class Feedforward:
         """V(final_obs) of the truncated copies ``copies`` at time steps ``steps``."""
         return self.values(final_obs)
 
-    def update_batch(self, buffer: TensorDict,
-                     normalization: Pair | None) -> UpdateBatch:
-        return UpdateBatch(
-            rows={key: flat_rows(buffer[key]) for key in UPDATE_KEYS},
-            units={},
-            unit_rows=self.unit_rows,
-            advantage_normalization=normalization,
-        )
-
     def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
-        """Rows of the ``[N * (T + 1)]``-flattened buffer holding update units ``units``.
-
-        Unit ``u = n * T + t`` (copy ``n``, step ``t``) is row ``n * (T + 1) + t = u + u // T``.
-        """
+        """Rows of the ``[N * (T + 1)]``-flattened buffer holding update units ``units``."""
+        # unit u = n * T + t (copy n, step t) is row n * (T + 1) + t = u + u // T
         return units + units // self.horizon
 
     def evaluate(self, chunk: dict[str, Any]) -> Triple:
         """``(logp, entropy, values)`` ``[samples, 1]`` of a chunk under the current policy."""
         return self.policy.evaluate(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS])
 
-    def first_step_inputs(self, obs: Observation) -> Observation:
-        """What the model sees for observations with no past (``obs`` itself)."""
-        return obs
 
-    def state_bytes(self) -> int:
-        return 0
+class Recurrent(Recurrence):
+    """A recurrent policy: its state is carried through the rollout (zeroed at episode ends and
+    resets) and stored at each sequence start, from which the update unrolls ``seq_len`` steps."""
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
-
-class Recurrent:
-    """A recurrent policy: its state is carried through the rollout, zeroed per copy when
-    its episode ends, at env resets and every ``seqs_per_state_reset`` sequences; the
-    state at each sequence start is stored, and the update unrolls ``[seq_len]``
-    sequences from it.
-
-    With an env that returns ``final_obs``, a truncated copy's final observation is
-    valued with its carried state: on the CPU during the rollout; on other devices (no
-    host sync per step) after it, from every step's state, kept for that (``num_envs *
-    horizon * state_size`` floats: 1 GiB at 65536 envs, horizon 32 and the default
-    2 x 64 state).
-    """
-
-    values_after_rollout = False
-
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        num_envs: int,
-        horizon: int,
-        seq_len: int,
-        seqs_per_state_reset: int,
-        chunk_rows: int | None,
-        device: torch.device,
-    ) -> None:
-        self.policy = policy
-        self.num_envs, self.horizon = num_envs, horizon
+    def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
+                 seqs_per_state_reset: int, chunk_rows: int | None,
+                 device: torch.device) -> None:
+        super().__init__(policy, horizon, chunk_rows)
+        self.num_envs, self.device = num_envs, device
         self.unit_length = self.seq_len = seq_len
         self.seqs_per_state_reset = seqs_per_state_reset
-        self.chunk_rows = chunk_rows
-        self.device = device
         self.states = policy.init_states(num_envs)
         self.sequence_states = torch.zeros(num_envs, horizon // seq_len, policy.network.state_size,
                                            device=device)
         self.seqs = 0
         #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
         self.restarting = False
-        #: On the CPU, the values of truncated copies' ``final_obs`` ``[N, T, 1]``, computed in
-        #: the rollout; elsewhere each step's state ``[N, T, state_size]``, valued after it.
+        # truncated copies' final_obs are valued in the rollout on the CPU, else (no host sync per
+        # step) after it from every step's state (1 GiB at 65536 envs, horizon 32, 2 x 64 state)
         self.value_final_obs_in_rollout = device.type == "cpu"
         self.final_obs_values_kept: torch.Tensor | None = None
         self.final_states: torch.Tensor | None = None
@@ -220,9 +148,6 @@ class Recurrent:
     def restart(self) -> None:
         self.restarting = True
         self.seqs = 0
-
-    def resume(self) -> None:
-        pass
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         if t % self.seq_len == 0:
@@ -234,15 +159,8 @@ class Recurrent:
             self.seqs += 1
         actions, logp, values, self.states = in_chunks(
             lambda o, s: self.policy.act_recurrent(o, s, deterministic=deterministic),
-            obs, self.states, size=self.chunk_rows,
-        )
+            obs, self.states, size=self.chunk_rows)
         return actions, logp, values
-
-    def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair:
-        raise TypeError("a recurrent policy samples with its state: use act()")
-
-    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
-        raise TypeError("a recurrent policy values observations with their states: use values()")
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
                  final_obs: Any) -> None:
@@ -251,14 +169,6 @@ class Recurrent:
         self.states = self.states * (~(terminated | truncated)).to(self.states.dtype)
 
     def _keep_final_obs_values(self, t: int, truncated: torch.Tensor, final_obs: Any) -> None:
-        """Keep what values step ``t``'s ``final_obs`` for the copies it truncated: their
-        state of step ``t`` (before episode ends zero it), as if their episode had gone on.
-
-        On the CPU the values are computed now, for the truncated copies only (finding
-        them waits on no device), and kept as ``[N, T, 1]`` floats. Elsewhere that would be
-        a host sync per time step, so every copy's state is kept (``[N, T, state_size]``:
-        ``2 * width`` floats per env step for the default LSTM) and valued after the rollout.
-        """
         if self.value_final_obs_in_rollout:
             if self.final_obs_values_kept is None:
                 self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1,
@@ -269,10 +179,8 @@ class Recurrent:
                 self.final_obs_values_kept[copies, t] = values
             return
         if self.final_states is None:
-            self.final_states = torch.empty(
-                self.num_envs, self.horizon, self.states.shape[-1], dtype=self.states.dtype,
-                device=self.device
-            )
+            self.final_states = torch.empty(self.num_envs, self.horizon, self.states.shape[-1],
+                                            dtype=self.states.dtype, device=self.device)
         self.final_states[:, t] = self.states
 
     def values(self, obs: Observation) -> torch.Tensor:
@@ -286,56 +194,37 @@ class Recurrent:
         return self._values_from(final_obs, self.final_states[copies, steps])
 
     def _values_from(self, obs: Observation, states: torch.Tensor) -> torch.Tensor:
-        """Values of ``obs`` continuing from recurrent ``states``, in rollout chunks."""
         return in_chunks(lambda o, s: self.policy.network(o, s)[1], obs, states,
                          size=self.chunk_rows)
 
-    def update_batch(self, buffer: TensorDict,
-                     normalization: Pair | None) -> UpdateBatch:
-        horizon = self.horizon
-        ends = buffer[DataKeys.TERMINATED][:, :horizon, 0] | buffer[DataKeys.TRUNCATED][:, :horizon,
-                0]
-        # reset before step t if the episode ended at t - 1 (within a sequence only:
-        # the stored sequence-start states are already reset)
+    def _units(self, buffer: TensorDict) -> dict[str, torch.Tensor]:
+        ends = episode_ends(buffer)
+        # reset before step t if the episode ended at t - 1 (the sequence-start states already are)
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
         resets = resets.reshape(-1, self.seq_len)
         resets[:, 0] = False
         states = self.sequence_states.reshape(-1, self.sequence_states.shape[-1])
-        return UpdateBatch(
-            rows={key: flat_rows(buffer[key]) for key in UPDATE_KEYS},
-            units={"states": states, "resets": resets},
-            unit_rows=self.unit_rows,
-            advantage_normalization=normalization,
-        )
+        return {"states": states, "resets": resets}
 
     def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
-        """``[B, seq_len]`` buffer rows of sequences ``units``.
-
-        Sequence ``s = n * S + j`` (copy ``n``, ``S = T / seq_len`` per copy) starts at
-        row ``n * (T + 1) + j * seq_len = s * seq_len + s // S``.
-        """
+        """``[B, seq_len]`` buffer rows of sequences ``units``."""
+        # sequence s = n * S + j (copy n, S = T / seq_len per copy) starts at row
+        # n * (T + 1) + j * seq_len = s * seq_len + s // S
         per_copy = self.horizon // self.seq_len
         starts = units * self.seq_len + units // per_copy
         return starts[:, None] + torch.arange(self.seq_len, device=units.device)
 
     def evaluate(self, chunk: dict[str, Any]) -> Triple:
-        return self.policy.evaluate_sequences(
-            chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS], chunk["states"], chunk["resets"]
-        )
-
-    def first_step_inputs(self, obs: Observation) -> Observation:
-        return obs
+        return self.policy.evaluate_sequences(chunk[DataKeys.OBS], chunk[DataKeys.ACTIONS],
+                                              chunk["states"], chunk["resets"])
 
     def state_bytes(self) -> int:
         kept = (self.states, self.sequence_states, self.final_obs_values_kept, self.final_states)
         return tensor_bytes(t for t in kept if t is not None)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "states": self.states.cpu().clone(),
-            "sequence_states": self.sequence_states.cpu().clone(),
-            "seqs": self.seqs,
-        }
+        return {"states": self.states.cpu().clone(),
+                "sequence_states": self.sequence_states.cpu().clone(), "seqs": self.seqs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.states = state["states"].to(self.device)

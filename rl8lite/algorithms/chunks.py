@@ -8,11 +8,8 @@ from typing import Any
 
 import torch
 
-#: ``"auto"`` chunks on CPU hold about this many activation floats (rows x the model's
-#: activation width, :func:`activation_width`): 2**21 floats (8 MiB) is 2048 rows of a 2x256
-#: actor + critic and 8192 of the default 2x64 one, the sizes measured fastest for each
-#: (``benchmarks/chunks.py``: smaller chunks pay a forward/backward's fixed costs more often,
-#: larger ones fall out of the core's caches).
+#: ``"auto"`` chunks on CPU hold about this many activation floats (8 MiB: 2048 rows of a 2x256
+#: actor + critic, measured fastest; larger chunks fall out of the core's caches).
 CPU_CHUNK_FLOATS = 2**21
 #: Bounds of an ``"auto"`` chunk on CPU, in rows.
 MIN_AUTO_CHUNK, MAX_AUTO_CHUNK = 256, 65536
@@ -21,10 +18,7 @@ FALLBACK_CHUNK = 2048
 
 
 def activation_width(model: torch.nn.Module) -> int | None:
-    """Floats one sample's forward writes in ``model``'s weight layers: the output widths of
-    its ``Linear`` layers, the gate widths of its LSTM/GRU/RNN layers and cells, the widths of its
-    ``Embedding`` and ``MultiheadAttention`` layers, summed (``None``: it has none of them,
-    e.g. only convolutions, whose outputs depend on the input's size)."""
+    """Floats one sample's forward writes in ``model``'s layers (``None``: unknown, e.g. convs)."""
     width = 0
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -34,9 +28,8 @@ def activation_width(model: torch.nn.Module) -> int | None:
             directions = 2 if module.bidirectional else 1
             width += gates * module.hidden_size * module.num_layers * directions
         elif isinstance(module, torch.nn.RNNCellBase):
-            gates = 4 if isinstance(module, torch.nn.LSTMCell) else 3 if isinstance(module,
-                    torch.nn.GRUCell) else 1
-            width += gates * module.hidden_size
+            lstm, gru = isinstance(module, torch.nn.LSTMCell), isinstance(module, torch.nn.GRUCell)
+            width += (4 if lstm else 3 if gru else 1) * module.hidden_size
         elif isinstance(module, torch.nn.Embedding):
             width += module.embedding_dim
         elif isinstance(module, torch.nn.MultiheadAttention):
@@ -45,9 +38,7 @@ def activation_width(model: torch.nn.Module) -> int | None:
 
 
 def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
-    """Rows of a chunk whose activations take about ``budget`` floats: ``budget / width``
-    rounded to the nearest power of two within ``[MIN_AUTO_CHUNK, MAX_AUTO_CHUNK]``
-    (``FALLBACK_CHUNK`` when the width is unknown)."""
+    """Rows (a power of two) whose activations take about ``budget`` floats."""
     if width is None:
         return FALLBACK_CHUNK
     rows = 2 ** round(math.log2(budget / width))
@@ -56,22 +47,18 @@ def auto_chunk_rows(width: int | None, budget: int = CPU_CHUNK_FLOATS) -> int:
 
 def resolve_chunk_size(size: int | str | None, device: torch.device,
                        model: torch.nn.Module) -> int | None:
-    """A chunk-size setting: ``"auto"`` is :func:`auto_chunk_rows` of ``model``'s
-    :func:`activation_width` on CPU and no chunking elsewhere."""
+    """A chunk-size setting; ``"auto"``: :func:`auto_chunk_rows` on CPU, no chunks elsewhere."""
     if size == "auto":
         return auto_chunk_rows(activation_width(model)) if device.type == "cpu" else None
     return None if size is None else int(size)
 
 
 def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None) -> Any:
-    """``fn(*inputs)`` on at most ``size`` rows at a time (``None``: all at once), outputs
-    concatenated (a tensor, or a tuple of tensors, per row)."""
+    """``fn(*inputs)`` on at most ``size`` rows at a time, outputs concatenated."""
     rows = inputs[0].shape[0]
     if size is None or rows <= size:
         return fn(*inputs)
-    # Each chunk's outputs are copied into whole-batch tensors at once, not kept
-    # until a final concatenation: small blocks outliving a chunk would sit in the
-    # heap holes its activations leave, and the next chunk's would not fit there.
+    # outputs go into whole-batch tensors at once, not into the heap holes the next chunk needs
     outputs: tuple[torch.Tensor, ...] = ()
     single = False
     for start in range(0, rows, size):

@@ -26,8 +26,6 @@ class ConfigError(ValueError):
 class AlgorithmConfig:
     """Hyperparameters of PPO (rl8's field names and meanings).
 
-    Build an algorithm with ``config.build(env)`` or ``Algorithm(env, config, **overrides)``.
-
     Examples:
         >>> from rl8lite import AlgorithmConfig
         >>> from rl8lite.env import DiscreteDummyEnv
@@ -43,9 +41,8 @@ class AlgorithmConfig:
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
-    #: Reset the env every this many collects (``> 0``), or only at the first collect (``< 0``).
-    #: ``None``: only at the first for an env that reports episode ends (it resets its own
-    #: copies), every collect for an infinite-horizon env (rl8's default).
+    #: Reset the env every this many collects (``> 0``), or only at the first (``< 0``); ``None``:
+    #: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -57,8 +54,8 @@ class AlgorithmConfig:
     clip_param: float = 0.2
     #: Value loss: ``"squared"`` (``(V - R)^2 / 2``) or rl8's ``"smooth_l1"``.
     vf_loss: Literal["squared", "smooth_l1"] = "squared"
-    #: ``"squared"``: clip of the value update around the old values; ``"smooth_l1"``: the cap
-    #: on each sample's loss (rl8's default 5). ``None``: no clip.
+    #: Clip of the value update around the old values (``"smooth_l1"``: cap on each sample's
+    #: loss, rl8's default 5), or ``None``.
     vf_clip_param: float | None = None
     #: Dual-clip constant ``c > 1`` for negative advantages, or ``None``.
     dual_clip_param: float | None = None
@@ -94,24 +91,20 @@ class AlgorithmConfig:
     normalize_rewards: bool = True
     #: Accumulate gradients over a pass's minibatches and step once per pass.
     accumulate_grads: bool = False
-    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU (the collected
-    #: log-probabilities are recomputed at that precision first: the ratio starts at 1).
+    #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
-    #: Most samples in one forward/backward of the update (a minibatch sums over its chunks: the
-    #: same step). ``"auto"``: about 2**21 activation floats on CPU, no chunks elsewhere.
+    #: Most samples per forward/backward of the update (the same step); ``"auto"``: about 2**21
+    #: activation floats on CPU, no chunks elsewhere.
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
     #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
-    #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone, so
-    #: only when asked): faster updates where temporaries page-fault (``benchmarks/README.md``).
+    #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling;
-    #: compiles on first use (tens of seconds).
+    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling.
     compile: bool = False
-    #: Capture the collect's time steps and the update's minibatch step as CUDA graphs:
-    #: ``"auto"`` where supported (feedforward policy without view windows, Adam/AdamW, no AMP,
-    #: one process), ``True`` (an error where not), ``False``.
+    #: Capture the collect and the update's minibatch step as CUDA graphs: ``True``, ``False`` or
+    #: ``"auto"``: where supported (feedforward, no view windows, Adam/AdamW, no AMP, one process).
     cuda_graphs: bool | Literal["auto"] = "auto"
     #: A ready model instance (excludes ``model_cls``/``model_config``).
     model: torch.nn.Module | None = None
@@ -137,8 +130,8 @@ class AlgorithmConfig:
         for name in ("vf_clip_param", "dual_clip_param", "target_kl_div", "max_grad_norm"):
             if getattr(self, name) == math.inf:  # "no limit", as None says
                 setattr(self, name, None)
-        for name, low, high, optional in _FLOAT_RANGES:
-            check_float(name, getattr(self, name), low, high, optional=optional)
+        for name, interval in _FLOAT_RANGES.items():
+            check_float(name, getattr(self, name), interval)
         if self.vf_loss not in ("squared", "smooth_l1"):
             raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received"
                               f" {self.vf_loss!r}")
@@ -206,8 +199,7 @@ class AlgorithmConfig:
         return math.ceil(batch / (self.sgd_minibatch_size or batch))
 
     def optimizer_kwargs(self) -> dict[str, Any]:
-        """The optimizer's keyword arguments: ``lr=3e-4`` and, for Adam/AdamW unless ``fused``
-        or ``foreach`` is given, the fused implementation (one kernel per step, same math)."""
+        """The optimizer's keyword arguments (``lr=3e-4``; Adam/AdamW fused by default)."""
         kwargs: dict[str, Any] = {"lr": 3e-4, **(self.optimizer_config or {})}
         adam = self.optimizer_cls in (torch.optim.Adam, torch.optim.AdamW)
         if adam and not {"fused", "foreach"} & set(kwargs):
@@ -219,13 +211,8 @@ class AlgorithmConfig:
         return self.algorithm_cls(env, self)
 
     def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
-        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``.
-
-        Raises:
-            ValueError: The instance is closed.
-            ConfigError: A value given explicitly (an override, or a field off its default)
-                differs from the instance's; the message names both.
-        """
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device`` (a
+        :class:`ConfigError` where an explicit value differs)."""
         if getattr(env, "closed", False):
             raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
         defaults = type(self)()
@@ -253,8 +240,7 @@ class AlgorithmConfig:
 
 
 def unknown_fields(unknown: list[str], valid: list[str]) -> str:
-    """``'num_env' (did you mean 'num_envs'?)``, one per unknown name, then the valid names,
-    closest first."""
+    """``'num_env' (did you mean 'num_envs'?)`` per unknown name, then the valid names."""
     hints, close = [], []
     for key in unknown:
         matches = difflib.get_close_matches(str(key), valid, n=3, cutoff=0.6)
@@ -264,24 +250,18 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
     return f"{', '.join(hints)}; valid fields: {', '.join(close + rest)}"
 
 
-#: (field, low, high, optional); a bound written ``("(", x)`` or ``(")", x)`` is open.
-_FLOAT_RANGES: tuple[tuple[str, Any, Any, bool], ...] = (
-    ("gamma", ("(", 0.0), 1.0, False),
-    ("gae_lambda", 0.0, 1.0, False),
-    ("clip_param", ("(", 0.0), (")", 1.0), False),
-    ("vf_clip_param", ("(", 0.0), None, True),
-    ("dual_clip_param", ("(", 1.0), None, True),
-    ("vf_coeff", 0.0, None, False),
-    ("entropy_coeff", 0.0, None, False),
-    ("target_kl_div", ("(", 0.0), None, True),
-    ("max_grad_norm", ("(", 0.0), None, True),
-)
+#: Range of each float field (``(``/``)``: open bounds; ``or None``: ``None`` allowed).
+_FLOAT_RANGES = {
+    "gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
+    "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
+    "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
+    "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+}
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,
               also: str | None = None, error: type[Exception] = ConfigError) -> None:
-    """``value`` must be an int (not a bool) ``>= minimum``, or ``None`` when ``optional``; else
-    ``error``: ``"<name> must be an int >= <minimum> [or None], received <value>"``."""
+    """Raise ``error`` unless ``value`` is an int ``>= minimum`` (or ``None`` when ``optional``)."""
     if value is None and optional:
         return
     wrong_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
@@ -291,33 +271,23 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bo
         raise error(f"{name} must be an int{bound}{alternatives}, received {value!r}")
 
 
-def check_float(name: str, value: Any, low: Any, high: Any, *, optional: bool = False) -> None:
-    """``value`` must be a finite number within ``[low, high]`` (``("(", x)`` is an open bound,
-    ``None`` an open infinite one)."""
-    if value is None and optional:
+def check_float(name: str, value: Any, interval: str) -> None:
+    """Raise a :class:`ConfigError` unless ``value`` is a number in ``interval``."""
+    if value is None and interval.endswith(" or None"):
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, received {value!r}")
-    (low_open, low), (high_open, high) = _bound(low, -math.inf), _bound(high, math.inf)
-    too_low = value <= low if low_open else value < low
-    if too_low or (value >= high if high_open else value > high):
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        alternative = " or None" if optional else ""
-        raise ConfigError(f"{name} must be in {interval}{alternative}, received {value}")
-
-
-def _bound(bound: Any, infinite: float) -> tuple[bool, float]:
-    if bound is None:
-        return True, infinite
-    return (True, bound[1]) if isinstance(bound, tuple) else (False, bound)
+    bounds = interval.split(" or ")[0]
+    low, high = (float(bound) for bound in bounds[1:-1].split(", "))
+    too_low = value <= low if bounds[0] == "(" else value < low
+    if too_low or (value >= high if bounds[-1] == ")" else value > high):
+        raise ConfigError(f"{name} must be in {interval}, received {value}")
 
 
 def _is_finite(value: Any) -> bool:
     """False when ``value`` is, or (a tuple or list: Adam's ``betas``) holds, a NaN or inf."""
-    if isinstance(value, numbers.Integral):
-        return True
     if isinstance(value, numbers.Real):
-        return math.isfinite(value)
+        return isinstance(value, numbers.Integral) or math.isfinite(value)
     if isinstance(value, torch.Tensor):
         return bool(torch.isfinite(value).all())
     if isinstance(value, (tuple, list)):
@@ -332,11 +302,8 @@ def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:
 
 @dataclass
 class RecurrentAlgorithmConfig(AlgorithmConfig):
-    """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences).
-
-    ``sgd_minibatch_size`` and ``update_chunk_size`` count time steps: a minibatch holds whole
-    sequences (a multiple of ``seq_len``), a chunk is rounded down to whole sequences.
-    """
+    """:class:`AlgorithmConfig` plus rl8's recurrent fields (truncated BPTT over sequences);
+    ``sgd_minibatch_size`` (a multiple of ``seq_len``) and ``update_chunk_size`` count steps."""
 
     #: Time steps per sequence of truncated backpropagation (a factor of ``horizon``).
     seq_len: int = 4

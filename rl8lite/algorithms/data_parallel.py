@@ -1,15 +1,5 @@
-"""PPO over several processes: whole-batch statistics and gradients taken over every rank.
-
-Each rank holds its own env copies and buffer. So that ``K`` ranks of ``N`` copies make
-the update one process of ``K * N`` copies would make from the same samples, every
-statistic of the whole batch (advantage normalisation, the reward scale, explained
-variance, the KL early stop, logged losses and collect stats) is computed from sums
-over ranks, and each optimizer step averages the gradient over ranks (one all-reduce
-of the flattened gradients). Ranks hold equally many samples (the same config), so a
-mean over ranks of per-rank means is the mean over every sample.
-
-On a single process none of this runs: the algorithm computes exactly what it always did.
-"""
+"""PPO over several processes: whole-batch statistics and gradients over every rank, so ``K``
+ranks of ``N`` copies make the update of one process of ``K * N`` copies."""
 
 from __future__ import annotations
 
@@ -19,14 +9,14 @@ from typing import Any
 import torch
 
 from ..nn.ppo import normalization
-
-Pair = tuple[torch.Tensor, torch.Tensor]
 from ..runtime.distributed import DistributedError, Ranks
 from ..runtime.imports import qualified_name
 
+Pair = tuple[torch.Tensor, torch.Tensor]
+
 
 def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
-    """Every config field as text (classes and model instances by class name), and the env class."""
+    """Every config field as text (classes and models by class name), and the env class."""
     fingerprint = {"env_cls": qualified_name(env_cls)}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -39,11 +29,7 @@ def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
 
 
 def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Every rank must train the same env with the same hyperparameters.
-
-    Raises:
-        DistributedError: Naming each field that differs and its value on every rank.
-    """
+    """Raise a ``DistributedError`` naming each config field that differs between ranks."""
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
@@ -76,11 +62,7 @@ def pooled_mean_var(x: torch.Tensor, ranks: Ranks, *, correction: int) -> Pair:
 
 
 class GradientAverager:
-    """Averages the gradients of ``params`` over ranks in one all-reduce per optimizer step.
-
-    The flattened buffer also carries the step's summed loss, so a non-finite loss on any
-    rank is seen by every rank at the same step.
-    """
+    """Averages gradients (and sums the step's loss) over ranks in one all-reduce per step."""
 
     def __init__(self, params: list[torch.nn.Parameter], ranks: Ranks) -> None:
         self.params, self.ranks = params, ranks
@@ -88,8 +70,7 @@ class GradientAverager:
         self.flat: torch.Tensor | None = None
 
     def __call__(self, loss: torch.Tensor) -> torch.Tensor:
-        """Average every gradient over ranks (a missing one counts as zeros); return the
-        loss summed over ranks."""
+        """Average every gradient over ranks (a missing one as zeros); return the summed loss."""
         params = self.params
         for p in params:
             if p.grad is None:
@@ -101,24 +82,22 @@ class GradientAverager:
         torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)],
                   out=flat)
         self.ranks.all_reduce_(flat, "sum")
-        grads = flat[:-1]
-        grads.div_(self.ranks.world_size)
+        grads = flat[:-1].div_(self.ranks.world_size)
         for p, part in zip(params, grads.split(self.sizes)):
             p.grad.copy_(part.view_as(p.grad))
         return flat[-1]
 
 
 def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
-    """Mean and population std of the union of equally sized groups, from each group's mean and
-    std: ``E[x]`` averages; ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
+    """Mean and population std of the union of equally sized groups from theirs:
+    ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
     mean = torch.stack(means).mean()
     second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
     return mean, (second - mean.square()).clamp(min=0).sqrt()
 
 
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
-    """A collect's statistics over every rank from each rank's: means of equally many samples
-    average, stds pool, extremes take the extreme, counts add."""
+    """A collect's statistics over every rank (means average, stds pool, counts add)."""
     pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
     summands = []
@@ -145,8 +124,7 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
 
 
 class WholeBatch:
-    """Statistics of the whole batch: this process's samples on a single process (the exact
-    operations it always used), every rank's when distributed."""
+    """Statistics of the whole batch: this process's samples, or every rank's when distributed."""
 
     def __init__(self, ranks: Ranks | None = None) -> None:
         self.ranks = ranks or Ranks()
@@ -160,8 +138,9 @@ class WholeBatch:
 
     def var(self, x: torch.Tensor) -> torch.Tensor:
         """Unbiased variance of every element."""
-        return x.var() if not self.ranks.distributed else pooled_mean_var(x, self.ranks,
-                correction=1)[1]
+        if not self.ranks.distributed:
+            return x.var()
+        return pooled_mean_var(x, self.ranks, correction=1)[1]
 
     def population_std(self, x: torch.Tensor) -> torch.Tensor:
         if not self.ranks.distributed:

@@ -1,13 +1,5 @@
-"""CUDA graphs: the collect's time steps and the update's minibatch step, captured and replayed.
-
-On a GPU a small batch's step is bound by kernel launches, not arithmetic; a captured graph
-launches hundreds of kernels at once. Each function is run eagerly once (lazy state such as
-the optimizer's is made then), captured the next time it is called with the same input
-sizes, and replayed from then on: inputs are copied into the tensors the graph reads, outputs
-read from the tensors it writes. What a graph reads must keep its memory: the buffer, the
-parameters, the optimizer's state, and, for a captured rollout, the env's state (an env says
-so with ``Env.capturable``).
-"""
+"""CUDA graphs of the collect and the update's minibatch step: each function runs eagerly once,
+is captured at its next call with the same input sizes, and replayed from then on."""
 
 from __future__ import annotations
 
@@ -23,12 +15,7 @@ ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 
 def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, windowed: bool,
                        distributed: bool, collect_chunk: int | None) -> str | None:
-    """Why the collect and the update run eagerly (``cuda_graphs=False``, or what captures cannot
-    handle), or ``None``: they are captured.
-
-    Raises:
-        ConfigError: ``cuda_graphs=True`` where they cannot be captured.
-    """
+    """Why the collect and update run eagerly, or ``None``; a :class:`ConfigError` if forced."""
     if hparams.cuda_graphs is False:
         return "cuda_graphs=False"
     reasons = {
@@ -63,9 +50,7 @@ def _capture(fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
 
 
 class GraphedStep:
-    """The update's minibatch step (``step(batch, units, row) -> grad norm``) as one graph per
-    minibatch size. ``before_capture`` runs first (it drops the gradients, which the captured
-    backward then makes in the graph's memory)."""
+    """The update's minibatch step as one graph per minibatch size."""
 
     def __init__(self, step: Callable[..., torch.Tensor],
                  before_capture: Callable[[], None]) -> None:
@@ -96,8 +81,7 @@ class GraphedStep:
 
 
 class GraphedSampling:
-    """The policy's sampling step ``sample(obs, deterministic=) -> (actions, logp)`` as a graph
-    per ``deterministic``; returns copies (the env may keep the actions it is given)."""
+    """The policy's sampling step as one graph per ``deterministic`` (returns copies)."""
 
     def __init__(self, sample: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
         self.sample = sample
@@ -123,9 +107,7 @@ class GraphedSampling:
 
 
 class GraphedRollout:
-    """A collect's whole time loop ``steps(key)`` (policy, env step, buffer writes) as a graph
-    per ``key`` (sampling and env config), for an env whose step is capturable. Its input is the
-    buffer's first column; everything it computes goes to the buffer."""
+    """A collect's whole time loop as one graph per key, for an env whose step is capturable."""
 
     def __init__(self, steps: Callable[[Any], Any]) -> None:
         self.steps = steps

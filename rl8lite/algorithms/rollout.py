@@ -1,10 +1,4 @@
-"""The rollout: ``horizon`` policy samples and env steps written into the shared buffer, and
-the checks of what the env returns, with errors that name the culprit.
-
-Each time step writes plain tensors into slices of the preallocated buffer; nothing is read
-back to the host inside the time loop. Structure (keys, shapes, dtypes) is checked on the
-first step of a collect without reading data; finiteness reads data once per collect.
-"""
+"""The rollout into the shared buffer, and the checks of what the env returns."""
 
 from __future__ import annotations
 
@@ -17,10 +11,8 @@ from ..data import DataKeys
 from ..env import Env
 from ..specs import Categorical, Composite, Spec, SpecError
 from .buffer import final_obs_entry
-from .carries import Recurrence
+from .carries import Observation, Recurrence
 from .statistics import extrema
-
-Observation = torch.Tensor | TensorDict
 
 
 class EnvOutputError(ValueError):
@@ -32,28 +24,21 @@ class NonFiniteError(ValueError):
 
 
 def check_env(env: Any) -> None:
-    """``env`` must be an :class:`rl8lite.Env` subclass or instance.
-
-    Raises:
-        TypeError: Anything else, named.
-    """
+    """Raise a ``TypeError`` unless ``env`` is an :class:`rl8lite.Env` class or instance."""
     if isinstance(env, Env) or (isinstance(env, type) and issubclass(env, Env)):
         return
     received = (f"the class {env.__module__}.{env.__qualname__}, which is not an Env subclass"
                 if isinstance(env, type) else f"{env!r} ({type(env).__name__})")
-    raise TypeError("env must be an rl8lite.Env subclass or instance (e.g. "
-                    "rl8lite.examples.CartPole);"
-                    f" received {received}")
+    raise TypeError("env must be an rl8lite.Env subclass or instance (e.g."
+                    f" rl8lite.examples.CartPole); received {received}")
 
 
 def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
     """``value`` must be ``[num_envs, *spec.shape]`` with the spec's dtype (no data read)."""
     if isinstance(spec, Composite) and not isinstance(value, TensorDictBase):
-        # A spec accepts a plain dict, but the buffer stores (and slices) a TensorDict.
-        raise EnvOutputError(
-            f"{where!r}: expected a TensorDict with batch_size=[{num_envs}] and keys"
-            f" {sorted(spec)}, received {type(value).__name__}"
-        )
+        # a spec accepts a plain dict, but the buffer stores (and slices) a TensorDict
+        raise EnvOutputError(f"{where!r}: expected a TensorDict with batch_size=[{num_envs}] and"
+                             f" keys {sorted(spec)}, received {type(value).__name__}")
     try:
         spec.assert_is_in(value, key=where, check_values=False)
     except SpecError as e:
@@ -61,68 +46,49 @@ def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
     shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
     leading = shape[:1] if isinstance(spec, Composite) else shape[: len(shape) - len(spec.shape)]
     if tuple(leading) != (num_envs,):
-        raise EnvOutputError(
-            f"{where!r}: expected a batch dimension of [{num_envs}] (num_envs) before the"
-            f" spec's shape, received shape {list(shape)}"
-        )
+        raise EnvOutputError(f"{where!r}: expected a batch dimension of [{num_envs}] (num_envs)"
+                             f" before the spec's shape, received shape {list(shape)}")
 
 
 def _check_column(out: Any, key: str, num_envs: int, dtype_ok: Any, kind: str,
                   env_name: str) -> None:
-    value = out[key]
+    value, where = out[key], f"{env_name}.step output {key!r}"
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_envs, 1):
         shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise EnvOutputError(
-            f"{env_name}.step output {key!r}: expected shape [{num_envs}, 1], received {shape}"
-        )
+        raise EnvOutputError(f"{where}: expected shape [{num_envs}, 1], received {shape}")
     if not dtype_ok(value.dtype):
-        raise EnvOutputError(
-            f"{env_name}.step output {key!r}: expected {kind} dtype, received {value.dtype}"
-        )
+        raise EnvOutputError(f"{where}: expected {kind} dtype, received {value.dtype}")
 
 
 def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name: str) -> None:
     """Keys, shapes and dtypes of one ``env.step`` output."""
     if not hasattr(out, "keys"):
-        raise EnvOutputError(
-            f"{env_name}.step must return a TensorDict with 'obs' and 'rewards', received"
-            f" {type(out).__name__}"
-        )
+        raise EnvOutputError(f"{env_name}.step must return a TensorDict with 'obs' and 'rewards',"
+                             f" received {type(out).__name__}")
     keys = set(out.keys())
     for key in (DataKeys.OBS, DataKeys.REWARDS):
         if key not in keys:
-            raise EnvOutputError(
-                f"{env_name}.step output is missing {key!r}; received keys {sorted(map(str, keys))}"
-            )
-    check_batch(out[DataKeys.OBS], observation_spec, num_envs, f"{env_name}.step output 'obs'")
-    if DataKeys.FINAL_OBS in keys:
-        check_batch(
-            out[DataKeys.FINAL_OBS], observation_spec, num_envs,
-            f"{env_name}.step output 'final_obs'",
-        )
-    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point, "floating-point",
-                  env_name)
+            raise EnvOutputError(f"{env_name}.step output is missing {key!r}; received keys"
+                                 f" {sorted(map(str, keys))}")
+    for key in (DataKeys.OBS, DataKeys.FINAL_OBS):
+        if key in keys:
+            check_batch(out[key], observation_spec, num_envs, f"{env_name}.step output {key!r}")
+    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point,
+                  "floating-point", env_name)
     for key in (DataKeys.TERMINATED, DataKeys.TRUNCATED):
         if key in keys:
             _check_column(out, key, num_envs, lambda d: d == torch.bool, "bool", env_name)
     if (DataKeys.TERMINATED in keys) != (DataKeys.TRUNCATED in keys):
-        raise EnvOutputError(
-            f"{env_name}.step returns only one of 'terminated'/'truncated'; return both"
-            " (all False where it never happens)"
-        )
+        raise EnvOutputError(f"{env_name}.step returns only one of 'terminated'/'truncated';"
+                             " return both (all False where it never happens)")
 
 
 def check_actions(actions: Any, action_spec: Spec, num_envs: int) -> None:
-    """Sampled actions must fit the action spec (data read once, at the first step).
-
-    Values are checked for discrete specs only: an unsquashed Gaussian over a
-    Bounded spec legitimately samples outside the bounds, and the env clips
-    (as in rl8 and Gymnasium).
-    """
+    """Sampled actions must fit the action spec; values are checked for discrete specs only (a
+    Gaussian over a Bounded spec samples outside the bounds, and the env clips, as in rl8)."""
     try:
-        action_spec.assert_is_in(
-            actions, key="policy actions", check_values=isinstance(action_spec, Categorical)
-        )
+        discrete = isinstance(action_spec, Categorical)
+        action_spec.assert_is_in(actions, key="policy actions", check_values=discrete)
     except SpecError as e:
         raise EnvOutputError(f"{e} (check the model's output size and distribution_cls)") from None
     if actions.shape[0] != num_envs:
@@ -131,26 +97,19 @@ def check_actions(actions: Any, action_spec: Spec, num_envs: int) -> None:
 
 
 def _leaves(name: str, value: torch.Tensor | TensorDict) -> list[tuple[str, torch.Tensor]]:
-    if isinstance(value, TensorDict):
-        return [
-            (f"{name}.{'.'.join(k) if isinstance(k, tuple) else k}", v)
-            for k, v in value.items(include_nested=True, leaves_only=True)
-        ]
-    return [(name, value)]
+    if not isinstance(value, TensorDict):
+        return [(name, value)]
+    return [(f"{name}.{'.'.join(k) if isinstance(k, tuple) else k}", v)
+            for k, v in value.items(include_nested=True, leaves_only=True)]
 
 
 def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str) -> None:
-    """Raise :class:`NonFiniteError` if any ``[N, T, ...]`` entry holds NaN or Inf.
-
-    One host sync when everything is finite; the message names the entry, the
-    env copies and the time steps affected otherwise.
-    """
+    """Raise :class:`NonFiniteError` naming the entry, copies and steps of any NaN or Inf."""
     leaves = [leaf for name, value in named.items() for leaf in _leaves(name, value)]
     leaves = [(n, v) for n, v in leaves if v.is_floating_point() and v.numel()]
     if not leaves:
         return
-    # min and max propagate NaN and show +-Inf: no [N, T, ...] temporaries
-    # (isfinite would build float and bool copies of the whole buffer).
+    # min and max propagate NaN and show +-Inf without isfinite's whole-buffer temporaries
     flags = torch.stack([torch.isfinite(torch.stack(extrema(v))).all() for _, v in leaves])
     if bool(flags.all()):
         return
@@ -162,20 +121,14 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
             bad = bad.any(-1)
         copies = bad.any(1).nonzero().flatten().tolist()
         steps = bad.any(0).nonzero().flatten().tolist()
-        raise NonFiniteError(
-            f"{env_name} produced non-finite {name!r} (NaN or Inf) in env copies"
-            f" {copies[:10]}{'...' if len(copies) > 10 else ''} at time steps"
-            f" {steps[:10]}{'...' if len(steps) > 10 else ''}; training stopped before"
-            " updating the policy"
-        )
+        more = lambda xs: f"{xs[:10]}{'...' if len(xs) > 10 else ''}"
+        raise NonFiniteError(f"{env_name} produced non-finite {name!r} (NaN or Inf) in env copies"
+                             f" {more(copies)} at time steps {more(steps)}; training stopped"
+                             " before updating the policy")
 
 
 def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
-    """Reset ``env``, act once with ``policy`` and step once, checking every output's keys,
-    shapes, dtypes, bounds and finiteness; raise an error naming the culprit.
-
-    ``inputs`` maps the reset's observations to the model's input (e.g. windows of past
-    observations, all padding but the current one); default: the observations."""
+    """Reset ``env``, act once with ``policy`` and step once, checking every output."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()
@@ -183,38 +136,27 @@ def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
         env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
         model_input = obs if inputs is None else inputs(obs)
         if policy.recurrent:
-            actions, logp, values, _ = policy.act_recurrent(model_input,
-                    policy.init_states(num_envs))
+            states = policy.init_states(num_envs)
+            actions, logp, values, _ = policy.act_recurrent(model_input, states)
         else:
             actions, logp, values = policy.act(model_input)
         check_actions(actions, env.action_spec, num_envs)
         for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
             if tuple(value.shape) != (num_envs, 1):
-                raise ValueError(
-                    f"policy {key!r}: expected shape [{num_envs}, 1], received {list(value.shape)}"
-                )
+                raise ValueError(f"policy {key!r}: expected shape [{num_envs}, 1], received"
+                                 f" {list(value.shape)}")
         out = env.step(actions)
         check_step_output(out, env.observation_spec, num_envs, name)
         env.observation_spec.assert_is_in(out[DataKeys.OBS], key=f"{name}.step output 'obs'")
-        assert_finite(
-            {DataKeys.OBS: out[DataKeys.OBS][:, None], DataKeys.REWARDS: out[DataKeys.REWARDS]},
-            env_name=name,
-        )
+        assert_finite({DataKeys.OBS: out[DataKeys.OBS][:, None],
+                       DataKeys.REWARDS: out[DataKeys.REWARDS]}, env_name=name)
 
 
 class Rollout:
-    """Steps ``env`` with the policy (through ``recurrence``) into ``buffer``.
-
-    Args:
-        env: The batched env.
-        buffer: The shared ``[num_envs, horizon + 1]`` buffer.
-        recurrence: What the policy carries between steps (:mod:`~rl8lite.algorithms.carries`).
-    """
+    """Steps ``env`` with the policy (through ``recurrence``) into ``buffer``."""
 
     def __init__(self, env: Env, buffer: TensorDict, recurrence: Recurrence) -> None:
-        self.env = env
-        self.buffer = buffer
-        self.recurrence = recurrence
+        self.env, self.buffer, self.recurrence = env, buffer, recurrence
         self.num_envs, self.horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
         self.env_name = type(env).__name__
         #: Whether the last collect's env reported episode ends (``None`` before any).
@@ -253,8 +195,7 @@ class Rollout:
         try:
             return self._steps(obs, deterministic, t)
         except Exception:
-            # A NaN/Inf from the env often breaks the policy one step later (e.g. sampling):
-            # name the env output, not the symptom.
+            # a NaN/Inf from the env often breaks the policy a step later: name the cause
             buf = self.buffer
             seen = {DataKeys.OBS: buf[DataKeys.OBS][:, : t[0] + 1],
                     DataKeys.REWARDS: buf[DataKeys.REWARDS][:, : t[0], 0]}
@@ -262,9 +203,7 @@ class Rollout:
             raise
 
     def captured_steps(self, key: tuple[bool, str]) -> None:
-        """The time loop as :class:`~rl8lite.algorithms.graphs.GraphedRollout` captures it, for
-        ``(deterministic, the env config of the last reset)``: from the buffer's first column,
-        with the structure the last eager collect found."""
+        """The time loop as :class:`~.graphs.GraphedRollout` captures it."""
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
     def _steps(self, obs: Observation, deterministic: bool, t_now: list[int],
@@ -274,10 +213,10 @@ class Rollout:
         logp_buf, values_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES]
         rewards_buf = buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
-        # A separable model's values come from one batched pass after the rollout.
         values_after = self._values_after = recurrence.values_after_rollout
-        episodic, final_obs_buf = (bool(self.episodic), self._final_obs) if checked else (False,
-                None)
+        episodic, final_obs_buf = bool(self.episodic), self._final_obs
+        if not checked:
+            episodic, final_obs_buf = False, None
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:
@@ -324,9 +263,7 @@ class Rollout:
                       env_name=self.env_name)
 
     def fill_values(self, last_obs: Observation) -> None:
-        """The values the advantages need: every observation's (or the bootstrap one's, when
-        the rollout wrote the others), and those of truncated episodes' final observations:
-        V(final_obs), or the pre-step observation's value when the env gives none."""
+        """Every value the advantages need (V(final_obs) of truncated episodes too)."""
         buf, horizon = self.buffer, self.horizon
         if self._values_after:
             self.recurrence.fill_values(buf[DataKeys.OBS], buf[DataKeys.VALUES])
@@ -341,6 +278,5 @@ class Rollout:
         truncated = buf[DataKeys.TRUNCATED][:, :horizon, 0]
         copies, steps = truncated.nonzero(as_tuple=True)
         if copies.numel():
-            final_values[copies, steps] = self.recurrence.final_obs_values(
-                self._final_obs[copies, steps], copies, steps
-            )
+            final_obs = self._final_obs[copies, steps]
+            final_values[copies, steps] = self.recurrence.final_obs_values(final_obs, copies, steps)

@@ -1,5 +1,4 @@
-"""A collect's statistics: horizon returns, rewards, the reward scale, and the episodes that
-ended, with what they carry from one collect to the next (pure functions for the math)."""
+"""A collect's statistics, and what they carry from one collect to the next."""
 
 from __future__ import annotations
 
@@ -10,17 +9,20 @@ from tensordict import TensorDict
 
 from ..data import DataKeys
 from ..nn.ppo import copy_slices
+from .buffer import episode_ends
 from .data_parallel import WholeBatch, pool_collect_stats, pooled_moments
 
 _WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max",
                  "episodes/length_mean")
 #: Completed episodes whose mean is ``episodes/return_mean`` (SB3's and rsl_rl's window).
 EPISODE_WINDOW = 100
+#: Checkpoint keys of what :class:`CollectStatistics` carries between collects.
+_CARRIED = {"discounted_return": "discounted_return", "episode_return": "episode_return",
+            "episode_length": "episode_length", "recent_episodes": "recent"}
 
 
 def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(min, max)`` of every element as 0-d tensors (NaN propagates), without copying a
-    strided view into a contiguous temporary: every dim but the first is reduced first."""
+    """``(min, max)`` as 0-d tensors (NaN propagates), without a contiguous copy."""
     if x.ndim < 2 or x.is_contiguous():
         return torch.aminmax(x)
     inner = tuple(range(1, x.ndim))
@@ -30,10 +32,9 @@ def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def discounted_return_trace(rewards: torch.Tensor, initial: torch.Tensor, *, gamma: float,
                             episode_ends: torch.Tensor | None = None,
                             out: torch.Tensor | None = None) -> torch.Tensor:
-    """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` per copy ``[N, T]``
-    from ``initial`` ``[N]``, restarting after an episode end: the "reversed discounted returns"
-    whose std scales rewards (Engstrom et al. 2020, arXiv:2005.12729, as in rl8). The last column
-    is the next collect's ``initial``."""
+    """Running discounted sums ``G_{t+1} = gamma * G_t * (1 - d_{t-1}) + r_t`` ``[N, T]`` from
+    ``initial`` ``[N]``, restarting after episode ends: the "reversed discounted returns" whose std
+    scales rewards (Engstrom et al. 2020, arXiv:2005.12729, as in rl8)."""
     num_envs, num_steps = rewards.shape
     if num_envs * num_steps * num_steps <= 2**16:  # one batched product beats a T-step loop here
         trace = _trace_by_matrix(rewards, initial, gamma, episode_ends)
@@ -71,9 +72,7 @@ def _trace_by_matrix(rewards: torch.Tensor, initial: torch.Tensor, gamma: float,
 
 def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_return: torch.Tensor,
                     carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(return, length)`` ``[N, T]`` float64 of the episode each step belongs to, as of that
-    step (the episode's totals where it ends), from ``[N, T]`` rewards and ``terminated |
-    truncated``, and what each copy's ongoing episode had before the collect (``[N]``)."""
+    """``(return, length)`` ``[N, T]`` (float64) of each step's episode, as of that step."""
     slices = copy_slices(*rewards.shape, rewards.device)
     parts = [_episode_rows(rewards[r], episode_ends[r], carry_return[r], carry_length[r])
              for r in slices]
@@ -96,23 +95,8 @@ def _episode_rows(rewards: torch.Tensor, ends: torch.Tensor, carry_return: torch
 
 
 class CollectStatistics:
-    """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect.
-
-    ``episodes/return_mean``, ``_min``, ``_max`` and ``episodes/length_mean`` are over the
-    last ``window`` completed episodes (all of them for ``None``), NaN until the first one ends
-    and never after; ``episodes/count`` counts the episodes that ended in the collect. Carried
-    per copy from one collect to the next: the running discounted return (reward
-    normalisation) and the return and length of the ongoing episode. :meth:`restart` zeroes
-    them at env resets (the window stays). With several ranks, statistics cover every rank.
-
-    Args:
-        num_envs: Env copies (of this rank).
-        gamma: Discount of the running returns whose std scales rewards.
-        normalize_rewards: Whether to compute the reward scale.
-        device: Device of the carries.
-        whole: Statistics over every rank (default: this process alone).
-        window: Completed episodes the episode means cover.
-    """
+    """``returns/*``, ``rewards/*``, ``episodes/*`` and the reward scale of each collect; the
+    ``episodes/`` means cover the last ``window`` completed episodes (``None``: all)."""
 
     def __init__(self, num_envs: int, *, gamma: float, normalize_rewards: bool,
                  device: torch.device, whole: WholeBatch | None = None,
@@ -132,15 +116,10 @@ class CollectStatistics:
         self.episode_length.zero_()
 
     def of_collect(self, buffer: TensorDict, *, episodic: bool) -> dict[str, float]:
-        """Statistics of the collect in ``buffer``; updates the carries. With reward
-        normalisation, ``coefficients/reward_scale`` is the std of the running discounted
-        returns, whose trace goes into the buffer's ``reversed_discounted_returns``."""
+        """Statistics of the collect in ``buffer``, updating the carries."""
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
-        ends = None
-        if episodic:
-            ends = buffer[DataKeys.TERMINATED][:, :horizon, 0]
-            ends = ends | buffer[DataKeys.TRUNCATED][:, :horizon, 0]
+        ends = episode_ends(buffer) if episodic else None
         returns = rewards.sum(1)
         returns_std, returns_mean = torch.std_mean(returns, correction=0)
         rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
@@ -153,13 +132,13 @@ class CollectStatistics:
             trace = discounted_return_trace(
                 rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
                 out=buffer[DataKeys.REVERSED_DISCOUNTED_RETURNS][:, 1:, 0])
-            self.discounted_return = trace[:,
-                                           -1] * (1.0 if ends is None else (~ends[:, -1]).float())
+            running = 1.0 if ends is None else (~ends[:, -1]).float()
+            self.discounted_return = trace[:, -1] * running
             values["coefficients/reward_scale"] = self.whole.population_std(trace)
         ended = None
         if ends is not None:
-            episode_return, episode_length = episode_returns(rewards, ends, self.episode_return,
-                    self.episode_length)
+            episode_return, episode_length = episode_returns(
+                rewards, ends, self.episode_return, self.episode_length)
             running = ~ends[:, -1]
             self.episode_return = (episode_return[:, -1] * running).to(rewards.dtype)
             self.episode_length = episode_length[:, -1].long() * running
@@ -174,7 +153,7 @@ class CollectStatistics:
 
     def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor,
                         lengths: torch.Tensor) -> dict[str, float]:
-        # Episodes in the order they ended (time, then copy), appended to the window.
+        # episodes in the order they ended (time, then copy)
         order = ends.t()
         new = torch.stack([returns.t()[order], lengths.t()[order]], dim=-1)
         recent = torch.cat([self.recent, new])
@@ -190,24 +169,16 @@ class CollectStatistics:
         return dict(zip(_WINDOW_STATS, (return_sum / count, low, high, length_sum / count)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"discounted_return": self.discounted_return.cpu().clone(),
-                "episode_return": self.episode_return.cpu().clone(),
-                "episode_length": self.episode_length.cpu().clone(),
-                "recent_episodes": self.recent.cpu().clone()}
+        return {key: getattr(self, name).cpu().clone() for key, name in _CARRIED.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        device = self.discounted_return.device
-        self.discounted_return = state["discounted_return"].to(device)
-        self.episode_return = state["episode_return"].to(device)
-        self.episode_length = state["episode_length"].to(device)
-        self.recent = state.get("recent_episodes",
-                                torch.zeros(0, 2, dtype=torch.float64)).to(device)
+        state = {"recent_episodes": torch.zeros(0, 2, dtype=torch.float64), **state}
+        for key, name in _CARRIED.items():
+            setattr(self, name, state[key].to(self.discounted_return.device))
 
 
 def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
-    """The stats of several collects of equally many steps as one: counts and times add,
-    extremes take the extreme, means average and stds pool; the episode means are the last
-    collect's (its statistics cover every episode so far)."""
+    """The stats of several equally long collects as one."""
     merged = dict(collects[-1])
     for key in collects[0]:
         values = [c[key] for c in collects]

@@ -1,11 +1,5 @@
-"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer.
-
-One minibatch step reads top to bottom in :meth:`PPOUpdate.minibatch_step`: gather, policy
-forward, loss (:func:`rl8lite.nn.ppo.ppo_loss`), backward, gradient norm, clip, optimizer step.
-Nothing inside a pass reads the device: losses go to a device table, and a non-finite loss or
-gradient skips the step on the device (fused Adam/AdamW; other optimizers check on the host)
-and is raised when the pass ends.
-"""
+"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer,
+with no host read inside a pass."""
 
 from __future__ import annotations
 
@@ -40,8 +34,7 @@ class UpdateResult:
 
 
 def total_grad_norm(grads: list[torch.Tensor], *, device: Any = None) -> torch.Tensor:
-    """The L2 norm of all ``grads`` together (0-d; 0 for none), by foreach kernels where they
-    share a device and dtype (torch's own helper groups them in Python on every call)."""
+    """The L2 norm of all ``grads`` together (0-d), by foreach kernels where it can."""
     if not grads:
         return torch.zeros((), device=device)
     if any(g.device != grads[0].device or g.dtype != grads[0].dtype for g in grads):
@@ -63,23 +56,8 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
 
 
 class PPOUpdate:
-    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss.
-
-    A minibatch's gradient is the mean over its samples, computed in chunks of at most
-    ``chunk_samples`` samples weighted by their share: chunking never changes the step. With
-    several ranks each step averages the gradient over them, and the KL early stop and the
-    reported means cover every rank's samples.
-
-    Args:
-        optimizer: Steps the policy's ``params``.
-        params: The policy's parameters (listed once).
-        evaluate: ``(logp, entropy, values)`` of a chunk of update units under the policy.
-        unit_length: Time steps per update unit (1, or ``seq_len`` for sequences).
-        hparams: The algorithm's config.
-        device: The algorithm's device.
-        chunk_samples: Largest number of samples per forward/backward (``None``: whole minibatches).
-        ranks: The training processes (default: this one).
-    """
+    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, each minibatch's gradient
+    summed over chunks of at most ``chunk_samples`` samples (the same step)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
                  evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,
@@ -104,17 +82,14 @@ class PPOUpdate:
         #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
-        compiled = hparams.compile
         eager = self.chunk_losses_eager
-        self.chunk_losses = torch.compile(eager) if compiled else eager
-        # the loss compiles; the step's backward and optimizer stay eager (dynamo cannot trace a
-        # recurrent model's backward)
+        self.chunk_losses = torch.compile(eager) if hparams.compile else eager
+        # the loss compiles; the step's backward stays eager (dynamo cannot trace a recurrent
+        # model's backward)
         self.step_fn: Callable[..., torch.Tensor] = self.minibatch_step
 
-    # ------------------------------------------------------------------ the passes
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
-        """The passes over ``batch``, stopped early once a pass's mean KL exceeds
-        ``1.5 * target_kl_div``."""
+        """The passes over ``batch``, stopped once a pass's mean KL exceeds 1.5 target_kl_div."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit  # update units: time steps or sequences
         minibatch = (hp.sgd_minibatch_size or hp.num_envs * hp.horizon) // unit
@@ -183,11 +158,9 @@ class PPOUpdate:
         (kl_sum,) = self.whole_batch.sums([kl_sum])
         return kl_sum / (samples * self.ranks.world_size) > 1.5 * target
 
-    # ------------------------------------------------------------------ one minibatch step
     def minibatch_step(self, batch: UpdateBatch, units: torch.Tensor,
                        row: torch.Tensor) -> torch.Tensor:
-        """One optimizer step on the update units ``units`` (one chunk), their losses and
-        monitors written into ``row``; returns the gradient norm before clipping."""
+        """One optimizer step on ``units``; losses into ``row``; returns the gradient norm."""
         self.zero_grad()
         total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
         self._backward(total)
@@ -201,8 +174,8 @@ class PPOUpdate:
 
     def chunk_losses_eager(self, chunk: dict[str, Any],
                            entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(total loss, report)`` of one chunk: the loss the gradient is taken of, and its losses
-        and monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
+        """``(total loss, report)`` of one chunk: the loss to differentiate, and its losses and
+        monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
         hp = self.hparams
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
@@ -226,9 +199,7 @@ class PPOUpdate:
         (self.grad_scaler.scale(loss) if self.grad_scaler is not None else loss).backward()
 
     def apply_gradients(self, losses: torch.Tensor) -> torch.Tensor:
-        """Average over ranks, take the norm, skip the step from a non-finite loss or gradient on
-        (parameters untouched from there), clip, step; return the norm. ``losses``: the total
-        losses of the step's chunks."""
+        """Average over ranks, skip from a non-finite loss or gradient on, clip, step; the norm."""
         if self.average_gradients is not None:  # every rank's loss: every rank decides alike
             losses = self.average_gradients(losses.sum()).reshape(1)
         params = [p for p in self.params if p.grad is not None]
@@ -268,11 +239,9 @@ class PPOUpdate:
         raise NonFiniteError(f"{what}. No optimizer step was taken from that minibatch on"
                              " (earlier ones were).")
 
-    # ------------------------------------------------------------------ mixed precision
     def recompute_old_logp(self, batch: UpdateBatch) -> None:
-        """Recompute the buffer's log-probabilities under autocast, as the update will compute
-        them: a Gaussian's at a bf16/fp16 mean is far off at small stds, and the PPO ratio would
-        not start at 1. The random stream is left as it was."""
+        """Recompute the buffer's log-probabilities under autocast, so the PPO ratio starts at 1
+        (the random stream left as it was)."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit
         chunk = max(1, (self.chunk_samples or size * unit) // unit)
