@@ -1,10 +1,7 @@
 """Attention layers: pre-norm transformer blocks, perceivers, and the pointer network.
 
-A block is ``attention(norm(inputs))`` joined to its queries, then ``LayerNorm -> Linear ->
-activation -> Dropout -> Linear`` joined to its input, by a ``SequentialSkipConnection``.
 Masks are :class:`torch.nn.MultiheadAttention`'s: ``key_padding_mask`` ``[B, K]`` is ``True``
-at padding (a view's ``DataKeys.PADDING_MASK``), ``attention_mask`` ``[Q, K]`` is ``True`` (or
-``-inf``) where a query may not attend to a key.
+at padding, ``attention_mask`` ``[Q, K]`` ``True`` (or ``-inf``) where a query may not attend.
 """
 
 from __future__ import annotations
@@ -22,7 +19,8 @@ _Mask = torch.Tensor | None
 
 
 class _AttentionBlock(nn.Module):
-    """Input norms, attention, feedforward network; arguments as :class:`CrossAttention`'s."""
+    """``attention(norm(inputs))`` joined to the queries, then ``LayerNorm -> Linear ->
+    activation -> Dropout -> Linear`` joined to its input."""
 
     _norms: tuple[str, ...] = ()  # attribute names of the input layer norms
 
@@ -58,16 +56,9 @@ class _AttentionBlock(nn.Module):
 class CrossAttention(
     _AttentionBlock, Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]
 ):
-    """Queries attend to a sequence of keys/values, then a feedforward network.
-
-    Args:
-        embed_dim: Features ``E`` of queries and keys.
-        num_heads: Attention heads (must divide ``embed_dim``).
-        hidden_dim: Hidden features of the feedforward network.
-        activation_fn: Its activation's name (:func:`~rl8lite.nn.get_activation`).
-        attention_dropout: Dropout on the attention weights.
-        hidden_dropout: Dropout inside the feedforward network.
-        skip_kind: ``"cat"``, ``"residual"`` or ``None``.
+    """Queries attend to a sequence of keys/values, then a feedforward network of
+    ``hidden_dim`` features; ``num_heads`` must divide ``embed_dim``, ``skip_kind`` is
+    ``"cat"``, ``"residual"`` or ``None``.
 
     Examples:
         >>> import torch
@@ -88,7 +79,7 @@ class CrossAttention(
 
 class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
     """A sequence attends to itself, then a feedforward network (a pre-norm transformer
-    layer). Its arguments are :class:`CrossAttention`'s.
+    layer); arguments as :class:`CrossAttention`'s.
 
     Examples:
         >>> import torch
@@ -109,8 +100,8 @@ class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.
 
 
 class SelfAttentionStack(Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
-    """``module`` applied ``num_layers`` times, with the same masks at every layer; with
-    ``share_parameters`` every layer is ``module`` itself, else an independent copy.
+    """``module`` applied ``num_layers`` times with the same masks; with ``share_parameters``
+    every layer is ``module`` itself, else a copy.
 
     Examples:
         >>> import torch
@@ -138,13 +129,8 @@ class SelfAttentionStack(Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
 
 class PerceiverLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]):
     """A latent array cross-attends to an input sequence of any length, then self-attends
-    (`Perceiver <https://arxiv.org/abs/2103.03206>`_, Jaegle et al. 2021).
-
-    Args:
-        embed_dim: Features ``E`` of the latent array and the inputs.
-        num_layers: Self-attention layers after the cross-attention.
-        share_parameters: The self-attention layers share one set of parameters.
-        **block: :class:`CrossAttention`'s keywords, for every block.
+    ``num_layers`` times (`Perceiver <https://arxiv.org/abs/2103.03206>`_); ``**block`` are
+    :class:`CrossAttention`'s keywords, for every block.
 
     Examples:
         >>> import torch
@@ -172,10 +158,8 @@ class PerceiverLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Te
 
 
 class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Tensor]):
-    """A :class:`PerceiverLayer` whose latent array a learned query of ``output_seq_dim``
-    elements then reads out (`Perceiver IO <https://arxiv.org/abs/2107.14795>`_): inputs of
-    any length in, ``[B, output_seq_dim, E]`` out. Its other arguments are
-    :class:`PerceiverLayer`'s; ``**block`` shapes the read-out too.
+    """A :class:`PerceiverLayer` read out by a learned query of ``output_seq_dim`` elements
+    (`Perceiver IO <https://arxiv.org/abs/2107.14795>`_): ``[B, output_seq_dim, E]`` out.
 
     Examples:
         >>> import torch
@@ -200,19 +184,16 @@ class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.
         self, q: torch.Tensor, kv: torch.Tensor, key_padding_mask: _Mask = None,
         attention_mask: _Mask = None,
     ) -> torch.Tensor:
-        """The latent array ``q`` ``[B, Q, E]`` after attending to ``kv`` ``[B, K, E]``, read
-        out: ``[B, output_seq_dim, E]``."""
+        """The latent array ``q`` ``[B, Q, E]`` after attending to ``kv``, read out."""
         latent = self.perceiver_layer(q, kv, key_padding_mask, attention_mask)
         return self.decoder(self.output_query.expand(q.shape[0], -1, -1), latent)
 
 
 class PointerNetwork(Module[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]):
-    """Additive attention scoring, for each decoder step, every encoder element as the next
-    to point at (Vinyals et al. 2015, arXiv:1506.03134)::
+    """Additive attention scoring every encoder element as the next to point at, per decoder
+    step (Vinyals et al. 2015), log-softmaxed over the allowed ``e``::
 
         score[b, d, e] = v . tanh(W1 encoder_out[b, e] + W2 decoder_out[b, d])
-
-    then a log-softmax over ``e`` among the elements ``mask`` allows.
 
     Examples:
         >>> import torch
@@ -233,7 +214,6 @@ class PointerNetwork(Module[[torch.Tensor, torch.Tensor, torch.Tensor | None], t
         self, decoder_out: torch.Tensor, encoder_out: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """``[B, D, E]`` log-probabilities of pointing at each encoder element, given
-        ``decoder_out`` ``[B, D, C]``, ``encoder_out`` ``[B, E, C]`` and the valid ``mask``
-        ``[B, D, E]`` (``None``: all valid); ``[:, -1]`` usually picks the next element."""
+        ``decoder_out`` ``[B, D, C]``, ``encoder_out`` ``[B, E, C]`` and a valid ``mask``."""
         blended = torch.tanh(self.W2(decoder_out).unsqueeze(2) + self.W1(encoder_out).unsqueeze(1))
         return masked_log_softmax(self.VT(blended).squeeze(-1), mask=mask, dim=-1)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..functional import SKIP_KINDS, skip_connection
+from ..functional import check_skip_kind, skip_connection
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -31,7 +31,7 @@ class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
         tensor([2., 2.])
     """
 
-    if TYPE_CHECKING:  # typed for checkers only: at run time, nn.Module's __call__ (hooks)
+    if TYPE_CHECKING:  # at run time, nn.Module's __call__ (hooks)
         def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _T: ...
 
     @abstractmethod
@@ -75,16 +75,9 @@ def get_activation(name: str, /, **params: Any) -> nn.Module:
 
 
 class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
-    """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``.
-
-    Args:
-        input_dim: Input features.
-        hiddens: Output features of each linear layer; the last is the MLP's output.
-        activation_fn: Activation name (:func:`get_activation`).
-        norm_layer: Norm class (e.g. ``nn.LayerNorm``) built with each hidden width.
-        bias: Linear layers have biases.
-        dropout: Dropout probability after each hidden activation (none at 0).
-        inplace: Activations work in place.
+    """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``, ``hiddens`` the
+    output features of each linear layer, ``norm_layer`` a class (e.g. ``nn.LayerNorm``)
+    built with each hidden width, ``dropout`` after each hidden activation (none at 0).
 
     Examples:
         >>> import torch
@@ -96,16 +89,9 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
     """
 
     def __init__(
-        self,
-        input_dim: int,
-        hiddens: Sequence[int],
-        /,
-        *,
-        activation_fn: str = "relu",
-        norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        inplace: bool = False,
+        self, input_dim: int, hiddens: Sequence[int], /, *, activation_fn: str = "relu",
+        norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None, bias: bool = True,
+        dropout: float = 0.0, inplace: bool = False,
     ) -> None:
         if not hiddens:
             raise ValueError("an MLP needs at least one layer: hiddens is empty")
@@ -125,8 +111,8 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
 class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor]):
     """A chain of layers, each joined to its input by a skip connection: ``forward(x, y)``
     joins ``x`` to ``y``, then sets ``y = join(y, f(y))`` for each appended layer ``f``.
-    ``kind="cat"`` concatenates, then maps the ``2 * embed_dim`` features back to ``embed_dim``
-    with a linear layer; ``"residual"`` adds; ``None`` keeps ``f(y)``.
+    ``"cat"`` concatenates then maps ``2 * embed_dim`` features back to ``embed_dim``
+    (a linear layer); ``"residual"`` adds; ``None`` keeps ``f(y)``.
 
     Examples:
         >>> import torch
@@ -137,13 +123,11 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
         torch.Size([2, 3, 4])
     """
 
-    #: ``"cat"``, ``"residual"`` or ``None``.
     kind: str | None
 
     def __init__(self, embed_dim: int, kind: str | None = "cat") -> None:
         super().__init__()
-        if kind not in SKIP_KINDS:
-            raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
+        check_skip_kind(kind)
         self.kind = kind
         self._embed_dim = embed_dim
         # [fan-in of the first join, layer 1, its fan-in, layer 2, its fan-in, ...]
@@ -155,8 +139,7 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
         return nn.Identity()
 
     def append(self, module: nn.Module, /) -> int:
-        """Add ``module`` (``embed_dim`` features in and out) to the chain; returns
-        :attr:`out_features`."""
+        """Add ``module`` (``embed_dim`` features in and out); returns :attr:`out_features`."""
         self._layers.append(module)
         self._layers.append(self._fan_in())
         return self.out_features
@@ -170,23 +153,17 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
 
     @property
     def in_features(self) -> int:
-        """``embed_dim``."""
         return self._embed_dim
 
     @property
     def out_features(self) -> int:
-        """``embed_dim``, whatever the kind."""
         return self._embed_dim
 
 
 class PositionalEmbedding(Module[[torch.Tensor], torch.Tensor]):
-    """Adds fixed sinusoidal position codes to a sequence (Vaswani et al. 2017): position
-    ``p`` gets ``sin(p / 10000^(2i / E))`` at feature ``2i`` and ``cos(...)`` at ``2i + 1``.
-
-    Args:
-        embed_dim: Features ``E`` of the sequence (odd too).
-        max_len: Longest sequence it embeds.
-        dropout: Dropout probability on the output.
+    """Adds fixed sinusoidal position codes to sequences of up to ``max_len`` steps (Vaswani
+    et al. 2017): position ``p`` gets ``sin(p / 10000^(2i / E))`` at feature ``2i`` and
+    ``cos(...)`` at ``2i + 1``; ``dropout`` applies to the output.
 
     Examples:
         >>> import torch
@@ -194,8 +171,7 @@ class PositionalEmbedding(Module[[torch.Tensor], torch.Tensor]):
         tensor([0., 1., 0., 1.])
     """
 
-    #: Position codes, ``[1, max_len, embed_dim]`` (a buffer).
-    pe: torch.Tensor
+    pe: torch.Tensor  # [1, max_len, embed_dim]
 
     def __init__(self, embed_dim: int, max_len: int, /, *, dropout: float = 0.0) -> None:
         super().__init__()
