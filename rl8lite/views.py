@@ -48,12 +48,8 @@ def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Ten
     ``[B, (T - size) // step + 1, size, ...]``, a view of ``x``.
 
     Examples:
-        >>> import torch
-        >>> x = torch.arange(8.0).reshape(2, 4)
-        >>> rolling_window(x, 2)[0]
-        tensor([[0., 1.],
-                [1., 2.],
-                [2., 3.]])
+        >>> rolling_window(torch.arange(8.0).reshape(2, 4), 2)[0].tolist()
+        [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
     """
     _, num_steps = _check_sequence(x, size)
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
@@ -68,13 +64,9 @@ def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
     where there are fewer: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``.
 
     Examples:
-        >>> import torch
         >>> out = pad_last_sequence(torch.tensor([[1.0], [2.0]]), 3)
-        >>> out["inputs"]
-        tensor([[0., 0., 1.],
-                [0., 0., 2.]])
-        >>> out["padding_mask"][0]
-        tensor([ True,  True, False])
+        >>> out["inputs"][1], out["padding_mask"][1]
+        (tensor([0., 0., 2.]), tensor([ True,  True, False]))
     """
     batch, num_steps = _check_sequence(x, size)
     if num_steps >= size:
@@ -91,7 +83,6 @@ def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
     a window of ``size``): TensorDict ``[B, T + size - 1]`` of ``INPUTS`` and ``PADDING_MASK``.
 
     Examples:
-        >>> import torch
         >>> out = pad_whole_sequence(torch.tensor([[1.0, 2.0]]), 2)
         >>> out["inputs"], out["padding_mask"]
         (tensor([[0., 1., 2.]]), tensor([[ True, False, False]]))
@@ -110,7 +101,6 @@ def episode_steps(
     ``[B, T]`` (observation ``t + 1`` starts an episode) and ``initial`` ``[B]`` (default 0).
 
     Examples:
-        >>> import torch
         >>> episode_steps(torch.tensor([[False, True, False]]), initial=torch.tensor([4]))
         tensor([[4, 5, 0, 1]])
     """
@@ -130,11 +120,8 @@ def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tens
     ``[...]`` of each window's last step in its episode (:func:`episode_steps`).
 
     Examples:
-        >>> import torch
-        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3)
-        tensor([[ True,  True, False],
-                [ True, False, False],
-                [False, False, False]])
+        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3).tolist()
+        [[True, True, False], [True, False, False], [False, False, False]]
     """
     offsets = torch.arange(size - 1, -1, -1, device=episode_steps.device)
     return offsets > episode_steps.unsqueeze(-1)
@@ -152,17 +139,10 @@ def windows_at_every_step(
     ``history + t``); padding still holds the previous episode: :func:`zero_padding` it.
 
     Examples:
-        >>> import torch
         >>> obs = torch.tensor([[1.0, 2.0, 3.0]])
         >>> windows = windows_at_every_step(obs, 2, episode_steps=torch.tensor([[0, 1, 0]]))
-        >>> windows["inputs"][0]
-        tensor([[0., 1.],
-                [1., 2.],
-                [2., 3.]])
-        >>> windows["padding_mask"][0]
-        tensor([[ True, False],
-                [False, False],
-                [ True, False]])
+        >>> windows["inputs"][0].tolist(), windows["padding_mask"][0, :, 0].tolist()
+        ([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]], [True, False, True])
     """
     batch, length = _check_sequence(x, size)
     if not 0 <= history <= length - 1:
@@ -198,7 +178,6 @@ def window_at_last_step(
     ``episode_step`` ``[B]`` is the last step's index in its episode (default: ``L - 1``).
 
     Examples:
-        >>> import torch
         >>> x = torch.tensor([[1.0, 2.0, 3.0]])
         >>> window_at_last_step(x, 3, episode_step=torch.tensor([1]))["inputs"]
         tensor([[0., 2., 3.]])
@@ -221,8 +200,6 @@ def zero_padding(windows: TensorDict) -> TensorDict:
     """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with padding zeroed.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> mask = torch.tensor([[True, False]])
         >>> windows = TensorDict({"inputs": torch.ones(1, 2), "padding_mask": mask}, [1, 2])
         >>> zero_padding(windows)["inputs"]
@@ -263,12 +240,8 @@ class RollingWindow:
         """Every window, flattened into the batch: ``[B * (T - size + 1), size, ...]``.
 
         Examples:
-            >>> import torch
-            >>> RollingWindow.apply_all(torch.arange(6.0).reshape(2, 3), 2)
-            tensor([[0., 1.],
-                    [1., 2.],
-                    [3., 4.],
-                    [4., 5.]])
+            >>> RollingWindow.apply_all(torch.arange(6.0).reshape(2, 3), 2).tolist()
+            [[0.0, 1.0], [1.0, 2.0], [3.0, 4.0], [4.0, 5.0]]
         """
         batch, num_steps = _check_sequence(x, size)
         windows = _per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
@@ -278,14 +251,7 @@ class RollingWindow:
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
-        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``).
-
-        Examples:
-            >>> import torch
-            >>> RollingWindow.apply_last(torch.arange(6.0).reshape(2, 3), 2)
-            tensor([[1., 2.],
-                    [4., 5.]])
-        """
+        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``)."""
         _, num_steps = _check_sequence(x, size)
         return x[:, max(num_steps - size, 0):]
 
@@ -303,24 +269,15 @@ class PaddedRollingWindow:
         of ``INPUTS`` and ``PADDING_MASK``, per leaf for a TensorDict ``x``.
 
         Examples:
-            >>> import torch
             >>> out = PaddedRollingWindow.apply_all(torch.tensor([[1.0, 2.0]]), 2)
-            >>> out["inputs"], out["padding_mask"]
-            (tensor([[0., 1.],
-                    [1., 2.]]), tensor([[ True, False],
-                    [False, False]]))
+            >>> out["inputs"].tolist(), out["padding_mask"].tolist()
+            ([[0.0, 1.0], [1.0, 2.0]], [[True, False], [False, False]])
         """
         return windows_at_every_step(x, size).reshape(-1)
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> TensorDict:
-        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``.
-
-        Examples:
-            >>> import torch
-            >>> PaddedRollingWindow.apply_last(torch.tensor([[1.0, 2.0]]), 3)["inputs"]
-            tensor([[0., 1., 2.]])
-        """
+        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``."""
         batch, _ = _check_sequence(x, size)
         return _per_leaf(lambda t: pad_last_sequence(t, size), x, [batch, size])
 
@@ -335,16 +292,11 @@ _METHODS: dict[str, type[View]] = {
 
 
 class ViewRequirement:
-    """The window of past steps a model wants for one (possibly nested) batch key.
-
-    Args:
-        shift: Previous steps in the window besides the current one.
-        method: ``"padded_rolling_window"`` (pad and mask the start of each sequence) or
-            ``"rolling_window"`` (drop the first ``shift`` steps of each sequence).
+    """The window of past steps a model wants for one (possibly nested) batch key: ``shift``
+    previous steps besides the current one; ``method`` ``"padded_rolling_window"`` pads and
+    masks the start of each sequence, ``"rolling_window"`` drops its first ``shift`` steps.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> batch = TensorDict({"obs": torch.arange(6.0).reshape(2, 3, 1)}, batch_size=[2, 3])
         >>> view = ViewRequirement(shift=1)
         >>> view.apply_last("obs", batch)["inputs"].shape
@@ -354,7 +306,7 @@ class ViewRequirement:
     """
 
     shift: int
-    method: type[View]  # RollingWindow or PaddedRollingWindow
+    method: type[View]
 
     def __init__(self, *, shift: int = 0, method: ViewMethod = "padded_rolling_window") -> None:
         name = type(self).__name__
