@@ -43,7 +43,6 @@ def binary_mask_to_float_mask(mask: torch.Tensor, /) -> torch.Tensor:
     """A valid mask as a float32 additive mask: 0 where valid, ``-inf`` where not.
 
     Examples:
-        >>> import torch
         >>> binary_mask_to_float_mask(torch.tensor([True, False]))
         tensor([0., -inf])
     """
@@ -54,7 +53,6 @@ def float_mask_to_binary_mask(mask: torch.Tensor, /) -> torch.Tensor:
     """An additive float mask as a bool valid mask: ``False`` exactly where it is ``-inf``.
 
     Examples:
-        >>> import torch
         >>> float_mask_to_binary_mask(torch.tensor([0.0, float("-inf")]))
         tensor([ True, False])
     """
@@ -65,7 +63,6 @@ def mask_from_lengths(x: torch.Tensor, lengths: torch.Tensor, /) -> torch.Tensor
     """``[B, T]`` valid mask of sequences ``x`` ``[B, T, ...]`` of ``lengths`` real steps.
 
     Examples:
-        >>> import torch
         >>> mask_from_lengths(torch.zeros(2, 3), torch.tensor([1, 3]))
         tensor([[ True, False, False],
                 [ True,  True,  True]])
@@ -81,7 +78,6 @@ def masked_avg(
     is); ``mask`` covers a leading part of ``x``'s shape, and a float one weights the values.
 
     Examples:
-        >>> import torch
         >>> masked_avg(torch.tensor([[1.0, 2.0, 9.0]]), mask=torch.tensor([[True, True, False]]))
         tensor([1.5000])
     """
@@ -100,7 +96,6 @@ def masked_max(
     (the dtype's lowest value at index 0 where none is); ``mask`` covers ``x``'s leading dims.
 
     Examples:
-        >>> import torch
         >>> masked_max(torch.tensor([[1.0, 5.0, 3.0]]), mask=torch.tensor([[True, False, True]]))
         (tensor([[3.]]), tensor([[2]]))
     """
@@ -116,7 +111,6 @@ def masked_log_softmax(
     probability 0); ``mask`` broadcasts against ``x`` once trailing dims are added.
 
     Examples:
-        >>> import torch
         >>> x = torch.zeros(1, 3)
         >>> masked_log_softmax(x, mask=torch.tensor([[True, True, False]])).exp()
         tensor([[0.5000, 0.5000, 0.0000]])
@@ -131,7 +125,6 @@ def masked_categorical_sample(
     drawn indices ``[B, ..., 1]`` and the (masked) logits at them along ``dim``.
 
     Examples:
-        >>> import torch
         >>> mask = torch.tensor([[0, 1, 0], [1, 0, 0]])
         >>> masked_categorical_sample(torch.zeros(2, 3), mask=mask)[1]
         tensor([[1],
@@ -149,7 +142,6 @@ def skip_connection(
     concatenates them along ``dim``, ``None`` returns ``y``.
 
     Examples:
-        >>> import torch
         >>> skip_connection(torch.ones(1, 2), torch.zeros(1, 2))
         tensor([[1., 1., 0., 0.]])
         >>> skip_connection(torch.ones(1, 2), torch.ones(1, 2), kind="residual")

@@ -15,6 +15,11 @@ from torch import nn
 from ..functional import masked_log_softmax
 from .layers import Module, SequentialSkipConnection, get_activation
 
+__all__ = [
+    "CrossAttention", "PerceiverIOLayer", "PerceiverLayer", "PointerNetwork", "SelfAttention",
+    "SelfAttentionStack",
+]
+
 _Mask = torch.Tensor | None
 
 
@@ -61,7 +66,6 @@ class CrossAttention(
     ``"cat"``, ``"residual"`` or ``None``.
 
     Examples:
-        >>> import torch
         >>> block = CrossAttention(8, num_heads=2, hidden_dim=16)
         >>> block(torch.randn(3, 2, 8), torch.randn(3, 5, 8)).shape
         torch.Size([3, 2, 8])
@@ -82,7 +86,6 @@ class SelfAttention(_AttentionBlock, Module[[torch.Tensor, _Mask, _Mask], torch.
     layer); arguments as :class:`CrossAttention`'s.
 
     Examples:
-        >>> import torch
         >>> block = SelfAttention(8, num_heads=2, hidden_dim=16, skip_kind="residual")
         >>> padding = torch.tensor([[True, False, False]])
         >>> block(torch.randn(1, 3, 8), key_padding_mask=padding).shape
@@ -104,7 +107,6 @@ class SelfAttentionStack(Module[[torch.Tensor, _Mask, _Mask], torch.Tensor]):
     every layer is ``module`` itself, else a copy.
 
     Examples:
-        >>> import torch
         >>> stack = SelfAttentionStack(SelfAttention(8, hidden_dim=16), 3, share_parameters=True)
         >>> stack.layers[0] is stack.layers[2], stack(torch.randn(2, 4, 8)).shape
         (True, torch.Size([2, 4, 8]))
@@ -133,7 +135,6 @@ class PerceiverLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.Te
     :class:`CrossAttention`'s keywords, for every block.
 
     Examples:
-        >>> import torch
         >>> layer = PerceiverLayer(8, hidden_dim=16)
         >>> layer(torch.randn(2, 4, 8), torch.randn(2, 10, 8)).shape
         torch.Size([2, 4, 8])
@@ -162,7 +163,6 @@ class PerceiverIOLayer(Module[[torch.Tensor, torch.Tensor, _Mask, _Mask], torch.
     (`Perceiver IO <https://arxiv.org/abs/2107.14795>`_): ``[B, output_seq_dim, E]`` out.
 
     Examples:
-        >>> import torch
         >>> layer = PerceiverIOLayer(8, 3, hidden_dim=16)
         >>> layer(torch.randn(2, 4, 8), torch.randn(2, 10, 8)).shape
         torch.Size([2, 3, 8])
@@ -196,7 +196,6 @@ class PointerNetwork(Module[[torch.Tensor, torch.Tensor, torch.Tensor | None], t
         score[b, d, e] = v . tanh(W1 encoder_out[b, e] + W2 decoder_out[b, d])
 
     Examples:
-        >>> import torch
         >>> pointer = PointerNetwork(8)
         >>> mask = torch.tensor([[[True, True, False]]])
         >>> logp = pointer(torch.randn(1, 1, 8), torch.randn(1, 3, 8), mask)

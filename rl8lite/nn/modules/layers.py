@@ -14,6 +14,11 @@ from torch import nn
 
 from ..functional import check_skip_kind, skip_connection
 
+__all__ = [
+    "ACTIVATIONS", "MLP", "Module", "PositionalEmbedding", "SequentialSkipConnection",
+    "SquaredReLU", "get_activation",
+]
+
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -23,7 +28,6 @@ class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
     ``Module[[torch.Tensor], torch.Tensor]`` takes a tensor and returns one.
 
     Examples:
-        >>> import torch
         >>> class Double(Module[[torch.Tensor], torch.Tensor]):
         ...     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ...         return 2 * x
@@ -43,7 +47,6 @@ class SquaredReLU(Module[[torch.Tensor], torch.Tensor]):
     """``relu(x) ** 2`` (So et al. 2021, "Primer", arXiv:2109.08668).
 
     Examples:
-        >>> import torch
         >>> SquaredReLU()(torch.tensor([-1.0, 3.0]))
         tensor([0., 9.])
     """
@@ -80,7 +83,6 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
     built with each hidden width, ``dropout`` after each hidden activation (none at 0).
 
     Examples:
-        >>> import torch
         >>> mlp = MLP(4, [8, 2], norm_layer=torch.nn.LayerNorm)
         >>> [type(layer).__name__ for layer in mlp]
         ['Linear', 'LayerNorm', 'ReLU', 'Linear']
@@ -115,7 +117,6 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
     (a linear layer); ``"residual"`` adds; ``None`` keeps ``f(y)``.
 
     Examples:
-        >>> import torch
         >>> skip = SequentialSkipConnection(4, kind="residual")
         >>> skip.append(torch.nn.Linear(4, 4))
         4
@@ -166,7 +167,6 @@ class PositionalEmbedding(Module[[torch.Tensor], torch.Tensor]):
     ``cos(...)`` at ``2i + 1``; ``dropout`` applies to the output.
 
     Examples:
-        >>> import torch
         >>> PositionalEmbedding(4, 10)(torch.zeros(1, 2, 4))[0, 0]
         tensor([0., 1., 0., 1.])
     """
