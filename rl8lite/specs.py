@@ -62,9 +62,10 @@ class TensorSpec:
         raise NotImplementedError
 
     def to(self, device: Device) -> TensorSpec:
-        """A copy of this spec on ``device``."""
+        """A copy of this spec (and its tensors) on ``device``."""
         clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
+        for name, value in self.__dict__.items():
+            setattr(clone, name, value.to(device) if isinstance(value, torch.Tensor) else value)
         clone.device = torch.device(device)
         return clone
 
@@ -97,7 +98,13 @@ class TensorSpec:
         del value, key
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.__dict__ == other.__dict__
+        if type(self) is not type(other) or self.__dict__.keys() != other.__dict__.keys():
+            return False
+        return all(
+            torch.equal(mine, other.__dict__[k].to(mine.device))
+            if isinstance(mine, torch.Tensor) else mine == other.__dict__[k]
+            for k, mine in self.__dict__.items()
+        )
 
     def _repr_fields(self) -> dict[str, Any]:
         return {}
@@ -151,13 +158,6 @@ class Bounded(TensorSpec):
         if bool((self.low > self.high).any()):
             raise SpecError(f"Bounded: low {low} exceeds high {high}")
 
-    def to(self, device: Device) -> Bounded:
-        clone = super().to(device)
-        assert isinstance(clone, Bounded)
-        clone.low = self.low.to(device)
-        clone.high = self.high.to(device)
-        return clone
-
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
         shape = self._full_shape(batch_shape)
         if self.dtype.is_floating_point:
@@ -180,14 +180,6 @@ class Bounded(TensorSpec):
                 f" {value[index].item()} at index {list(index)} outside"
                 f" [{low[element].item()}, {high[element].item()}]"
             )
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and (self.shape, self.dtype, self.device) == (other.shape, other.dtype, other.device)
-            and torch.equal(self.low, other.low.to(self.device))
-            and torch.equal(self.high, other.high.to(self.device))
-        )
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"low": self.low.tolist(), "high": self.high.tolist()}
@@ -285,15 +277,16 @@ class Composite(Mapping[str, "Spec"]):
         specs = {k: s.to(device) for k, s in self._specs.items()}
         return Composite(specs, shape=self.shape, device=device)
 
-    def zero(self, batch_shape: ShapeLike = ()) -> TensorDict:
+    def _map(self, method: str, batch_shape: ShapeLike) -> TensorDict:
         batch = _as_shape(batch_shape)
-        return TensorDict({k: s.zero(batch) for k, s in self._specs.items()}, batch_size=batch,
-                          device=self.device)
+        data = {k: getattr(s, method)(batch) for k, s in self._specs.items()}
+        return TensorDict(data, batch_size=batch, device=self.device)
+
+    def zero(self, batch_shape: ShapeLike = ()) -> TensorDict:
+        return self._map("zero", batch_shape)
 
     def rand(self, batch_shape: ShapeLike = ()) -> TensorDict:
-        batch = _as_shape(batch_shape)
-        return TensorDict({k: s.rand(batch) for k, s in self._specs.items()}, batch_size=batch,
-                          device=self.device)
+        return self._map("rand", batch_shape)
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
         if not isinstance(value, (TensorDict, Mapping)) and not hasattr(value, "keys"):
