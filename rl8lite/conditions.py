@@ -1,14 +1,8 @@
 """Stop conditions: callables on the latest train stats that say when to stop (rl8's).
 
-A condition is any ``Callable[[dict[str, float]], bool]``. A condition that
-watches a stat the trainer does not produce raises :class:`UnknownStatError`
-naming the key and listing the stats that exist.
-
-A NaN value carries no information (``episodes/return_mean`` is NaN for a
-collect in which no episode ended): every condition here ignores it, so it never
-stops training, never counts towards a ``patience``, never resets one and never
-becomes the value compared against; the decision is made only from the
-non-NaN values seen. Infinities are ordinary values and compare as such.
+A watched stat that does not exist raises :class:`UnknownStatError`. A NaN value (e.g.
+``episodes/return_mean`` when no episode ended) is ignored: it never stops, counts towards,
+resets or becomes the reference of a ``patience``.
 
 Examples:
     >>> from rl8lite.conditions import And, HitsUpperBound, Plateaus
@@ -20,7 +14,7 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 Stats = Mapping[str, float]
@@ -73,11 +67,8 @@ class HitsLowerBound:
 
 
 class Plateaus:
-    """True once ``stats[key]`` stays within ``rtol`` of the previous value ``patience`` times in a row.
-
-    A NaN value is skipped: it neither extends nor breaks the run, and the next
-    value is compared with the last non-NaN one.
-    """
+    """True once ``stats[key]`` stays within ``rtol`` of the previous (non-NaN) value
+    ``patience`` times in a row."""
 
     def __init__(self, key: str, /, *, patience: int = 5, rtol: float = 1e-3) -> None:
         if patience < 1:
@@ -94,7 +85,8 @@ class Plateaus:
         value = read_stat(self, self.key, train_stats)
         if math.isnan(value):
             return self.losses >= self.patience
-        if self.old_value is not None and abs(value - self.old_value) <= self.rtol * abs(self.old_value):
+        old = self.old_value
+        if old is not None and abs(value - old) <= self.rtol * abs(old):
             self.losses += 1
         else:
             self.losses = 0
@@ -103,11 +95,7 @@ class Plateaus:
 
 
 class _StopsImproving:
-    """True once ``stats[key]`` fails to beat its best value ``patience`` times in a row.
-
-    A NaN value is skipped: it is not a miss, does not reset the count and never
-    becomes the best value, so only NaN values never stop.
-    """
+    """True once ``stats[key]`` fails to beat its best value ``patience`` times in a row."""
 
     sign: float
 
@@ -132,32 +120,35 @@ class _StopsImproving:
 
 
 class StopsIncreasing(_StopsImproving):
-    """True once ``stats[key]`` has not reached a new maximum for ``patience`` calls (NaNs skipped)."""
+    """True once ``stats[key]`` has not reached a new maximum for ``patience`` calls."""
 
     sign = 1.0
 
 
 class StopsDecreasing(_StopsImproving):
-    """True once ``stats[key]`` has not reached a new minimum for ``patience`` calls (NaNs skipped)."""
+    """True once ``stats[key]`` has not reached a new minimum for ``patience`` calls."""
 
     sign = -1.0
 
 
-class And:
+class _Combined:
+    _reduce: Callable[[list[bool]], bool]
+
+    def __init__(self, conditions: Iterable[Condition], /) -> None:
+        self.conditions = list(conditions)
+
+    def __call__(self, train_stats: Stats, /) -> bool:
+        results = [condition(train_stats) for condition in self.conditions]  # each keeps state
+        return type(self)._reduce(results)
+
+
+class And(_Combined):
     """True when every condition is true (each is called every time, to keep its state)."""
 
-    def __init__(self, conditions: Iterable[Condition], /) -> None:
-        self.conditions = list(conditions)
-
-    def __call__(self, train_stats: Stats, /) -> bool:
-        return all([condition(train_stats) for condition in self.conditions])
+    _reduce = all
 
 
-class Or:
+class Or(_Combined):
     """True when any condition is true (each is called every time, to keep its state)."""
 
-    def __init__(self, conditions: Iterable[Condition], /) -> None:
-        self.conditions = list(conditions)
-
-    def __call__(self, train_stats: Stats, /) -> bool:
-        return any([condition(train_stats) for condition in self.conditions])
+    _reduce = any

@@ -1,9 +1,7 @@
-"""Action distributions built from a model's output features.
+"""Action distributions, made per forward pass from a model's features ``[B, num_inputs]``.
 
-A distribution is a light object made per forward pass from one feature
-tensor ``[B, num_inputs]``; it never validates its arguments (that costs more
-than the math on small batches). Log-probabilities and entropies have shape
-``[B, 1]``; samples have the action spec's shape ``[B, *action_spec.shape]``.
+They never validate their arguments (that costs more than the math on small batches).
+Log-probabilities and entropies are ``[B, 1]``; samples are ``[B, *action_spec.shape]``.
 
 Examples:
     >>> import torch
@@ -27,30 +25,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .specs import Bounded, Categorical as CategoricalSpec, Spec, Unbounded
+from .specs import Bounded, Spec, Unbounded
+from .specs import Categorical as CategoricalSpec
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-# Keeps atanh finite for actions that sit exactly on a bound.
-_SQUASH_EPS = 1e-6
+_SQUASH_EPS = 1e-6  # keeps atanh finite for actions exactly on a bound
+_TINY = torch.finfo(torch.float32).tiny
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 class Distribution(ABC):
-    """An action distribution parameterised by ``features`` ``[B, num_inputs]``.
-
-    Args:
-        features: Model output features for a batch of observations.
-        action_spec: The env's action spec (bounds, shape, number of actions).
-        action_mask: Optional ``[B, n]`` bool/0-1 mask of allowed actions
-            (discrete distributions only).
-    """
+    """An action distribution parameterised by ``features`` ``[B, num_inputs]``, for the
+    env's ``action_spec``; ``action_mask`` ``[B, n]`` (bool or 0/1) marks the allowed actions
+    of discrete distributions."""
 
     def __init__(
-        self,
-        features: torch.Tensor,
-        action_spec: Any,
-        /,
-        *,
+        self, features: torch.Tensor, action_spec: Any, /, *,
         action_mask: torch.Tensor | None = None,
     ) -> None:
         self.features = features
@@ -64,8 +54,7 @@ class Distribution(ABC):
 
     @staticmethod
     def default_dist_cls(action_spec: Spec, /) -> type[Distribution]:
-        """The distribution an action spec gets by default (rl8's name for
-        :func:`default_distribution_cls`).
+        """rl8's name for :func:`default_distribution_cls`.
 
         Examples:
             >>> from rl8lite.specs import Categorical as CategoricalSpec
@@ -96,28 +85,15 @@ class Distribution(ABC):
         return actions, self.logp(actions)
 
 
-_TINY = torch.finfo(torch.float32).tiny
-
-
 class Categorical(Distribution):
-    """Categorical over ``action_spec.n`` actions; respects an optional action mask.
+    """Categorical over ``action_spec.n`` actions; masked actions get log-probability
+    ``finfo.min`` (never sampled, never the deterministic action, no entropy)."""
 
-    Masked actions get a log-probability of ``finfo.min`` (never sampled, never
-    the deterministic action, no entropy contribution).
-    """
-
-    def __init__(
-        self,
-        features: torch.Tensor,
-        action_spec: Any,
-        /,
-        *,
-        action_mask: torch.Tensor | None = None,
-    ) -> None:
-        super().__init__(features, action_spec, action_mask=action_mask)
-        if action_mask is not None:
+    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+        super().__init__(features, action_spec, **kwargs)
+        if self.action_mask is not None:
             features = features.masked_fill(
-                ~action_mask.bool(), torch.finfo(features.dtype).min
+                ~self.action_mask.bool(), torch.finfo(features.dtype).min
             )
         self.log_probs = F.log_softmax(features, dim=-1)
         self._action_shape = tuple(action_spec.shape)
@@ -135,22 +111,19 @@ class Categorical(Distribution):
             )
         return action_spec.n
 
-    def _shape_actions(self, index: torch.Tensor) -> torch.Tensor:
-        # index: [B, 1]
+    def _shape_actions(self, index: torch.Tensor) -> torch.Tensor:  # index: [B, 1]
         return index if self._action_shape == (1,) else index.squeeze(-1)
 
     def sample(self) -> torch.Tensor:
         return self.sample_with_logp()[0]
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
-        # Gumbel-max: argmax(log p + G), G = -log(-log U), U ~ Uniform(0, 1), is a sample
-        # of p (Gumbel 1954; Maddison et al. 2014) in a few elementwise ops and an argmax:
-        # 2.5x faster than torch.multinomial at 8-2048 rows. U is float32 (bf16 has too few
-        # values near 0 and 1) and at least float32's tiny, so |G| < 17 and a masked
-        # action's log p = finfo.min stays below every unmasked one. NaN features give NaN
-        # log-probabilities (the update then stops with a NonFiniteError).
-        log_probs = self.log_probs if self.log_probs.dtype == torch.float32 else self.log_probs.float()
-        uniform = torch.rand_like(log_probs).clamp_min_(_TINY)  # the same draws as torch.rand(shape)
+        # Gumbel-max: argmax(log p - log(-log U)), U ~ Uniform(0, 1), samples p (Maddison et
+        # al. 2014), 2.5x faster than torch.multinomial. U is float32 (bf16 has too few values
+        # near 0 and 1), >= tiny, so |G| < 17 and a masked log p = finfo.min stays below all.
+        log_probs = self.log_probs
+        log_probs = log_probs if log_probs.dtype == torch.float32 else log_probs.float()
+        uniform = torch.rand_like(log_probs).clamp_min_(_TINY)  # the draws of torch.rand(shape)
         index = (log_probs - uniform.log_().neg_().log_()).argmax(-1, keepdim=True)
         return self._shape_actions(index), self.log_probs.gather(-1, index)
 
@@ -158,30 +131,21 @@ class Categorical(Distribution):
         return self._shape_actions(self.log_probs.argmax(-1, keepdim=True))
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        index = actions.reshape(-1, 1).long()
-        return self.log_probs.gather(-1, index)
+        return self.log_probs.gather(-1, actions.reshape(-1, 1).long())
 
     def entropy(self) -> torch.Tensor:
         # H = -sum_a p(a) log p(a); masked actions have p = 0 exactly.
-        p_log_p = self.log_probs.exp() * self.log_probs
-        return -p_log_p.sum(-1, keepdim=True)
+        return -(self.log_probs.exp() * self.log_probs).sum(-1, keepdim=True)
 
 
 def _math_dtype(features: torch.Tensor) -> torch.dtype:
-    """The dtype log-probabilities of actions are computed in: the features' (e.g. float64),
-    but at least float32 (actions rounded to bf16/fp16 hit the squashing bounds: atanh(1))."""
+    """The features' dtype, at least float32 (bf16 actions would hit the bounds: atanh(1))."""
     return torch.promote_types(features.dtype, torch.float32)
 
 
-def _split_mean_log_std(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    mean, log_std = features.chunk(2, dim=-1)
-    return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-
 def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
-    if not isinstance(action_spec, (Unbounded, Bounded)) or not (
-        action_spec.dtype.is_floating_point
-    ):
+    if not (isinstance(action_spec, (Unbounded, Bounded))
+            and action_spec.dtype.is_floating_point):
         raise TypeError(
             f"{name} needs a floating-point Unbounded or Bounded action spec,"
             f" received {action_spec!r}"
@@ -192,16 +156,10 @@ def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
 class Normal(Distribution):
     """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2])."""
 
-    def __init__(
-        self,
-        features: torch.Tensor,
-        action_spec: Any,
-        /,
-        *,
-        action_mask: torch.Tensor | None = None,
-    ) -> None:
-        super().__init__(features, action_spec, action_mask=action_mask)
-        self.mean, self.log_std = _split_mean_log_std(features)
+    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+        super().__init__(features, action_spec, **kwargs)
+        self.mean, log_std = features.chunk(2, dim=-1)
+        self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
         self._action_shape = (features.shape[0], *action_spec.shape)
 
     @staticmethod
@@ -210,9 +168,7 @@ class Normal(Distribution):
 
     def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
         # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
-        return (-0.5 * noise.square() - self.log_std - _LOG_SQRT_2PI).sum(
-            -1, keepdim=True
-        )
+        return (-0.5 * noise.square() - self.log_std - _LOG_SQRT_2PI).sum(-1, keepdim=True)
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
         noise = torch.randn_like(self.mean)
@@ -225,10 +181,11 @@ class Normal(Distribution):
     def deterministic_sample(self) -> torch.Tensor:
         return self.mean.view(self._action_shape)
 
+    def _as_math(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions.reshape(self.mean.shape).to(_math_dtype(self.mean))
+
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        actions = actions.reshape(self.mean.shape).to(_math_dtype(self.mean))  # float64 spec, bf16 features
-        noise = (actions - self.mean) * torch.exp(-self.log_std)
-        return self._gaussian_logp(noise)
+        return self._gaussian_logp((self._as_math(actions) - self.mean) * torch.exp(-self.log_std))
 
     def entropy(self) -> torch.Tensor:
         # H = sum_i (1/2 + log sqrt(2 pi) + log sigma_i)
@@ -243,15 +200,8 @@ class SquashedNormal(Normal):
     the one-sample estimate ``-log p(a)`` at a fresh reparameterised sample.
     """
 
-    def __init__(
-        self,
-        features: torch.Tensor,
-        action_spec: Any,
-        /,
-        *,
-        action_mask: torch.Tensor | None = None,
-    ) -> None:
-        super().__init__(features, action_spec, action_mask=action_mask)
+    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+        super().__init__(features, action_spec, **kwargs)
         low = action_spec.low.to(features.device, features.dtype).reshape(1, -1)
         high = action_spec.high.to(features.device, features.dtype).reshape(1, -1)
         self.loc = (high + low) / 2
@@ -260,9 +210,7 @@ class SquashedNormal(Normal):
     @staticmethod
     def num_inputs(action_spec: Spec) -> int:
         if not isinstance(action_spec, Bounded):
-            raise TypeError(
-                f"SquashedNormal needs a Bounded action spec, received {action_spec!r}"
-            )
+            raise TypeError(f"SquashedNormal needs a Bounded action spec, received {action_spec!r}")
         width = action_spec.high - action_spec.low
         if not bool((torch.isfinite(width) & (width > 0)).all()):
             raise ValueError(
@@ -274,9 +222,9 @@ class SquashedNormal(Normal):
 
     def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
         # log |da/du| = log scale + log(1 - tanh(u)^2)
-        return (
-            torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)
-        ).sum(-1, keepdim=True)
+        return (torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)).sum(
+            -1, keepdim=True
+        )
 
     def _squash(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         squashed = torch.tanh(u)
@@ -284,23 +232,19 @@ class SquashedNormal(Normal):
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
         noise = torch.randn_like(self.mean)
-        actions, _ = self._squash(self.mean + self.log_std.exp() * noise)
-        actions = actions.view(self._action_shape)
-        # The log-probability is recomputed from the action exactly as the update
-        # will recompute it: near saturation atanh(tanh(u)) != u in float32, and
-        # two formulas would give a ratio != 1 before any parameter moved.
+        actions = self._squash(self.mean + self.log_std.exp() * noise)[0].view(self._action_shape)
+        # Recomputed from the action as the update will: near saturation atanh(tanh(u)) != u
+        # in float32, and two formulas would give a ratio != 1 before any parameter moved.
         return actions, self.logp(actions)
 
     def deterministic_sample(self) -> torch.Tensor:
         return self._squash(self.mean)[0].view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        actions = actions.reshape(self.mean.shape).to(_math_dtype(self.mean))  # float64 spec, bf16 features
-        squashed = ((actions - self.loc) / self.scale).clamp(
+        squashed = ((self._as_math(actions) - self.loc) / self.scale).clamp(
             -1 + _SQUASH_EPS, 1 - _SQUASH_EPS
         )
-        u = torch.atanh(squashed)
-        noise = (u - self.mean) * torch.exp(-self.log_std)
+        noise = (torch.atanh(squashed) - self.mean) * torch.exp(-self.log_std)
         return self._gaussian_logp(noise) - self._log_det(squashed)
 
     def entropy(self) -> torch.Tensor:
@@ -317,7 +261,5 @@ def default_distribution_cls(action_spec: Spec) -> type[Distribution]:
         return SquashedNormal
     if isinstance(action_spec, Unbounded) and action_spec.dtype.is_floating_point:
         return Normal
-    raise TypeError(
-        "No default action distribution for action spec"
-        f" {action_spec!r}; pass distribution_cls="
-    )
+    raise TypeError(f"No default action distribution for action spec {action_spec!r};"
+                    " pass distribution_cls=")

@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import numbers
 from typing import Literal
@@ -25,12 +26,9 @@ Schedule = list[tuple[int, float]]
 
 
 def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
-    """Raise ``ValueError`` naming ``name`` if the schedule or its kind is malformed.
-
-    Each entry must be an ``(env_steps, value)`` pair: ``env_steps`` an int
-    (a whole float such as YAML's ``1e6`` too; not a bool), ``value`` a real
-    finite number >= 0 (not a bool). A bad entry is named with its index.
-    """
+    """Raise ``ValueError`` naming ``name`` if the schedule or its kind is malformed: entries
+    must be ``(env_steps, value)`` pairs, ``env_steps`` a whole number (YAML's ``1e6`` too),
+    ``value`` finite and >= 0, neither a bool."""
     if kind not in ("step", "interp"):
         raise ValueError(f"{name}_kind must be 'step' or 'interp', received {kind!r}")
     if schedule is None:
@@ -59,16 +57,14 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
             raise ValueError(f"{name} values must be >= 0, received {value!r}")
     if steps[0] != 0:
         raise ValueError(f"{name} must start at env_steps 0, received {steps[0]!r}")
-    if any(b <= a for a, b in zip(steps, steps[1:])):
+    if any(b <= a for a, b in itertools.pairwise(steps)):
         raise ValueError(f"{name} env_steps must increase strictly, received {steps}")
 
 
 def _is_whole_number(value: object) -> bool:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
-    if isinstance(value, numbers.Integral):
-        return True
-    return isinstance(value, numbers.Real) and float(value).is_integer()
+    return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
 def _is_real_number(value: object) -> bool:
@@ -109,10 +105,7 @@ class LRScheduler:
     """Sets every param group's learning rate from a schedule (no-op without one)."""
 
     def __init__(
-        self,
-        optimizer: torch.optim.Optimizer,
-        *,
-        schedule: Schedule | None = None,
+        self, optimizer: torch.optim.Optimizer, *, schedule: Schedule | None = None,
         kind: ScheduleKind = "step",
     ) -> None:
         validate_schedule("lr_schedule", schedule, kind)

@@ -1,8 +1,7 @@
 """Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data.
 
-Constructor arguments follow torchrl's, so an rl8 environment ports by changing
-``torchrl.data`` to ``rl8lite.specs``; torchrl's older class names are kept as
-aliases (``UnboundedContinuousTensorSpec``, ``DiscreteTensorSpec``, ...).
+Constructor arguments follow torchrl's, and torchrl's older class names are aliases, so an rl8
+environment ports by changing ``torchrl.data`` to ``rl8lite.specs``.
 
 Examples:
     >>> import torch
@@ -36,9 +35,7 @@ class SpecError(ValueError):
 def _as_shape(shape: ShapeLike | None) -> torch.Size:
     if shape is None:
         return torch.Size([])
-    if isinstance(shape, int):
-        return torch.Size([shape])
-    return torch.Size(shape)
+    return torch.Size([shape]) if isinstance(shape, int) else torch.Size(shape)
 
 
 class TensorSpec:
@@ -53,38 +50,36 @@ class TensorSpec:
         self.device = torch.device(device if device is not None else "cpu")
         self.dtype = dtype
 
+    def _full_shape(self, batch_shape: ShapeLike) -> tuple[int, ...]:
+        return (*_as_shape(batch_shape), *self.shape)
+
     def zero(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
         """Zeros of shape ``batch_shape + shape``."""
-        return torch.zeros(
-            (*_as_shape(batch_shape), *self.shape), dtype=self.dtype, device=self.device
-        )
+        return torch.zeros(self._full_shape(batch_shape), dtype=self.dtype, device=self.device)
 
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
         """A random element of the spec for every index of ``batch_shape``."""
         raise NotImplementedError
 
     def to(self, device: Device) -> TensorSpec:
-        """A copy of this spec on ``device``."""
+        """A copy of this spec (and its tensors) on ``device``."""
         clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
+        for name, value in self.__dict__.items():
+            setattr(clone, name, value.to(device) if isinstance(value, torch.Tensor) else value)
         clone.device = torch.device(device)
         return clone
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
-        """Raise :class:`SpecError` unless ``value`` is a batch of elements of this spec.
-
-        ``value`` must be a tensor whose trailing dimensions equal :attr:`shape`
-        and whose dtype equals :attr:`dtype`; with ``check_values`` its entries
-        must also lie within the spec's bounds (this reads the data, a host sync).
-        """
+        """Raise :class:`SpecError` unless ``value`` is a batch of elements of this spec:
+        trailing dims :attr:`shape`, dtype :attr:`dtype` and, with ``check_values``, entries
+        within the bounds (this reads the data, a host sync)."""
         if not isinstance(value, torch.Tensor):
             raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
         if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
             raise SpecError(
                 f"{key}: expected shape [..., {', '.join(map(str, self.shape))}]"
-                f" (batch dims then the spec's {list(self.shape)}), received"
-                f" {list(value.shape)}"
+                f" (batch dims then the spec's {list(self.shape)}), received {list(value.shape)}"
             )
         if value.dtype != self.dtype:
             raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
@@ -103,63 +98,53 @@ class TensorSpec:
         del value, key
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.__dict__ == other.__dict__
+        if type(self) is not type(other) or self.__dict__.keys() != other.__dict__.keys():
+            return False
+        return all(
+            torch.equal(mine, other.__dict__[k].to(mine.device))
+            if isinstance(mine, torch.Tensor) else mine == other.__dict__[k]
+            for k, mine in self.__dict__.items()
+        )
+
+    def _repr_fields(self) -> dict[str, Any]:
+        return {}
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype},"
-            f" device={self.device})"
-        )
+        fields = {**self._repr_fields(), "shape": list(self.shape), "dtype": self.dtype,
+                  "device": self.device}
+        return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
 
 
 class Unbounded(TensorSpec):
-    """Real-valued (or integer) data with no bounds.
-
-    Args:
-        shape: Per-copy shape (an int means ``[shape]``).
-        device: Device of generated tensors.
-        dtype: Data type (default ``torch.float32``).
-    """
+    """Real-valued (or integer) data with no bounds; ``dtype`` defaults to float32."""
 
     def __init__(
-        self,
-        shape: ShapeLike | None = None,
-        device: Device | None = None,
-        dtype: torch.dtype | None = None,
-        **kwargs: Any,
+        self, shape: ShapeLike | None = None, device: Device | None = None,
+        dtype: torch.dtype | None = None, **kwargs: Any,
     ) -> None:
         del kwargs  # torchrl accepts domain hints that mean nothing here
         super().__init__(shape, device, dtype or torch.float32)
 
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
-        shape = (*_as_shape(batch_shape), *self.shape)
+        shape = self._full_shape(batch_shape)
         if self.dtype.is_floating_point:
             return torch.randn(shape, dtype=self.dtype, device=self.device)
         return torch.randint(-100, 100, shape, dtype=self.dtype, device=self.device)
 
 
 class Bounded(TensorSpec):
-    """Data with elementwise bounds ``low <= x <= high``.
+    """Data with elementwise bounds ``low <= x <= high`` (numbers or tensors of ``shape``).
 
-    Args:
-        low: Lower bound (a number or a tensor of ``shape``).
-        high: Upper bound (a number or a tensor of ``shape``).
-        shape: Per-copy shape; inferred from tensor bounds when omitted.
-        device: Device of generated tensors.
-        dtype: Data type (default ``torch.float32``).
+    ``shape`` is inferred from tensor bounds when omitted; ``dtype`` defaults to float32.
     """
 
     low: torch.Tensor
     high: torch.Tensor
 
     def __init__(
-        self,
-        low: float | torch.Tensor,
-        high: float | torch.Tensor,
-        shape: ShapeLike | None = None,
-        device: Device | None = None,
-        dtype: torch.dtype | None = None,
-        **kwargs: Any,
+        self, low: float | torch.Tensor, high: float | torch.Tensor,
+        shape: ShapeLike | None = None, device: Device | None = None,
+        dtype: torch.dtype | None = None, **kwargs: Any,
     ) -> None:
         del kwargs
         dtype = dtype or torch.float32
@@ -173,23 +158,14 @@ class Bounded(TensorSpec):
         if bool((self.low > self.high).any()):
             raise SpecError(f"Bounded: low {low} exceeds high {high}")
 
-    def to(self, device: Device) -> Bounded:
-        clone = super().to(device)
-        assert isinstance(clone, Bounded)
-        clone.low = self.low.to(device)
-        clone.high = self.high.to(device)
-        return clone
-
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
-        shape = (*_as_shape(batch_shape), *self.shape)
+        shape = self._full_shape(batch_shape)
         if self.dtype.is_floating_point:
             u = torch.rand(shape, dtype=self.dtype, device=self.device)
             return self.low + u * (self.high - self.low)
         u = torch.rand(shape, device=self.device)
         span = (self.high - self.low + 1).to(u.dtype)
-        return (self.low + (u * span).floor().to(self.dtype)).clamp(
-            max=self.high
-        )
+        return (self.low + (u * span).floor().to(self.dtype)).clamp(max=self.high)
 
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
         low = self.low.to(value.device)
@@ -199,48 +175,25 @@ class Bounded(TensorSpec):
             # Name the first offender with its own bounds (they may differ per element).
             index = tuple(int(i) for i in outside.nonzero()[0])
             element = index[len(index) - len(self.shape):]
-            element_bounds = f"[{low[element].item()}, {high[element].item()}]"
             raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g. {value[index].item()}"
-                f" at index {list(index)} outside {element_bounds}"
+                f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g."
+                f" {value[index].item()} at index {list(index)} outside"
+                f" [{low[element].item()}, {high[element].item()}]"
             )
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and self.shape == other.shape
-            and self.dtype == other.dtype
-            and self.device == other.device
-            and torch.equal(self.low, other.low.to(self.device))
-            and torch.equal(self.high, other.high.to(self.device))
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"Bounded(low={self.low.tolist()}, high={self.high.tolist()},"
-            f" shape={list(self.shape)}, dtype={self.dtype}, device={self.device})"
-        )
+    def _repr_fields(self) -> dict[str, Any]:
+        return {"low": self.low.tolist(), "high": self.high.tolist()}
 
 
 class Categorical(TensorSpec):
-    """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry).
-
-    Args:
-        n: Number of categories.
-        shape: Per-copy shape (default ``[]``; rl8 envs usually give ``[1]``).
-        device: Device of generated tensors.
-        dtype: Data type (default ``torch.long``).
-    """
+    """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry); ``dtype``
+    defaults to long, ``shape`` to ``[]`` (rl8 envs usually give ``[1]``)."""
 
     n: int
 
     def __init__(
-        self,
-        n: int,
-        shape: ShapeLike | None = None,
-        device: Device | None = None,
-        dtype: torch.dtype | None = None,
-        **kwargs: Any,
+        self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
+        dtype: torch.dtype | None = None, **kwargs: Any,
     ) -> None:
         del kwargs
         if int(n) < 1:
@@ -249,7 +202,7 @@ class Categorical(TensorSpec):
         self.n = int(n)
 
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
-        shape = (*_as_shape(batch_shape), *self.shape)
+        shape = self._full_shape(batch_shape)
         return torch.randint(0, self.n, shape, dtype=self.dtype, device=self.device)
 
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
@@ -260,23 +213,13 @@ class Categorical(TensorSpec):
                 f" e.g. {value[outside].flatten()[:3].tolist()}"
             )
 
-    def __repr__(self) -> str:
-        return (
-            f"Categorical(n={self.n}, shape={list(self.shape)}, dtype={self.dtype},"
-            f" device={self.device})"
-        )
+    def _repr_fields(self) -> dict[str, Any]:
+        return {"n": self.n}
 
 
 class MultiCategorical(Bounded):
-    """Integers with entry ``i`` in ``{0, ..., nvec[i] - 1}`` (torchrl's name; Gymnasium's
-    ``MultiDiscrete``): a :class:`Bounded` integer spec from 0 to ``nvec - 1``.
-
-    Args:
-        nvec: Number of categories of each entry (an int, a sequence or a tensor).
-        shape: Per-copy shape (default ``nvec``'s shape; ``nvec`` is broadcast to it).
-        device: Device of generated tensors.
-        dtype: Data type (default ``torch.long``).
-    """
+    """Integers with entry ``i`` in ``{0, ..., nvec[i] - 1}`` (Gymnasium's ``MultiDiscrete``):
+    a :class:`Bounded` integer spec from 0 to ``nvec - 1``, ``nvec`` broadcast to ``shape``."""
 
     def __init__(self, nvec: int | Sequence[int] | torch.Tensor, shape: ShapeLike | None = None,
                  device: Device | None = None, dtype: torch.dtype | None = None) -> None:
@@ -291,34 +234,26 @@ class MultiCategorical(Bounded):
         """Number of categories of each entry (``high + 1``)."""
         return self.high.long() + 1
 
-    def __repr__(self) -> str:
-        return (f"MultiCategorical(nvec={self.nvec.tolist()}, shape={list(self.shape)},"
-                f" dtype={self.dtype}, device={self.device})")
+    def _repr_fields(self) -> dict[str, Any]:
+        return {"nvec": self.nvec.tolist()}
 
 
 class Composite(Mapping[str, "Spec"]):
     """A (nested) dict of specs, for dict observations; data is a :class:`TensorDict`.
 
-    Args:
-        spec_dict: Mapping of keys to specs (or pass them as keyword arguments).
-        shape: Leading per-copy shape shared by every entry (default ``[]``).
-        device: Device every entry is moved to, if given.
+    ``shape`` is the leading per-copy shape of every entry; with ``device``, every entry
+    is moved there.
     """
 
     def __init__(
-        self,
-        spec_dict: Mapping[str, Spec] | None = None,
-        *,
-        shape: ShapeLike | None = None,
-        device: Device | None = None,
-        **specs: Spec,
+        self, spec_dict: Mapping[str, Spec] | None = None, *, shape: ShapeLike | None = None,
+        device: Device | None = None, **specs: Spec,
     ) -> None:
-        merged = {**(spec_dict or {}), **specs}
         self.shape = _as_shape(shape)
         self.device = torch.device(device) if device is not None else None
         self._specs: dict[str, Spec] = {
             key: spec.to(self.device) if self.device is not None else spec
-            for key, spec in merged.items()
+            for key, spec in {**(spec_dict or {}), **specs}.items()
         }
 
     def __getitem__(self, key: str) -> Spec:
@@ -339,60 +274,38 @@ class Composite(Mapping[str, "Spec"]):
         return len(self._specs)
 
     def to(self, device: Device) -> Composite:
-        return Composite(
-            {k: s.to(device) for k, s in self._specs.items()},
-            shape=self.shape,
-            device=device,
-        )
+        specs = {k: s.to(device) for k, s in self._specs.items()}
+        return Composite(specs, shape=self.shape, device=device)
+
+    def _map(self, method: str, batch_shape: ShapeLike) -> TensorDict:
+        batch = _as_shape(batch_shape)
+        data = {k: getattr(s, method)(batch) for k, s in self._specs.items()}
+        return TensorDict(data, batch_size=batch, device=self.device)
 
     def zero(self, batch_shape: ShapeLike = ()) -> TensorDict:
-        batch = _as_shape(batch_shape)
-        return TensorDict(
-            {k: s.zero(batch) for k, s in self._specs.items()},
-            batch_size=batch,
-            device=self.device,
-        )
+        return self._map("zero", batch_shape)
 
     def rand(self, batch_shape: ShapeLike = ()) -> TensorDict:
-        batch = _as_shape(batch_shape)
-        return TensorDict(
-            {k: s.rand(batch) for k, s in self._specs.items()},
-            batch_size=batch,
-            device=self.device,
-        )
+        return self._map("rand", batch_shape)
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
-        if not isinstance(value, (TensorDict, Mapping)) and not hasattr(
-            value, "keys"
-        ):
-            raise SpecError(
-                f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
-                f" received {type(value).__name__}"
-            )
+        if not isinstance(value, (TensorDict, Mapping)) and not hasattr(value, "keys"):
+            raise SpecError(f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
+                            f" received {type(value).__name__}")
         present = set(value.keys())
         missing = [k for k in self._specs if k not in present]
         if missing:
-            raise SpecError(
-                f"{key}: missing key(s) {missing}; received keys {sorted(present)}"
-            )
+            raise SpecError(f"{key}: missing key(s) {missing}; received keys {sorted(present)}")
         for name, spec in self._specs.items():
-            spec.assert_is_in(
-                value[name], key=f"{key}.{name}", check_values=check_values
-            )
+            spec.assert_is_in(value[name], key=f"{key}.{name}", check_values=check_values)
 
-    def is_in(self, value: Any) -> bool:
-        try:
-            self.assert_is_in(value)
-        except SpecError:
-            return False
-        return True
+    is_in = TensorSpec.is_in
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Composite) and self._specs == other._specs
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in self._specs.items())
-        return f"Composite({inner})"
+        return f"Composite({', '.join(f'{k}={v!r}' for k, v in self._specs.items())})"
 
 
 Spec = TensorSpec | Composite
@@ -404,23 +317,13 @@ DiscreteTensorSpec = Categorical
 CompositeSpec = Composite
 
 __all__ = [
-    "Bounded",
-    "BoundedTensorSpec",
-    "Categorical",
-    "Composite",
-    "CompositeSpec",
-    "DiscreteTensorSpec",
-    "MultiCategorical",
-    "Spec",
-    "SpecError",
-    "TensorSpec",
-    "Unbounded",
+    "Bounded", "BoundedTensorSpec", "Categorical", "Composite", "CompositeSpec",
+    "DiscreteTensorSpec", "MultiCategorical", "Spec", "SpecError", "TensorSpec", "Unbounded",
     "UnboundedContinuousTensorSpec",
 ]
 
 
 def as_spec_dtype(x: torch.Tensor, spec: Any) -> torch.Tensor:
-    """``x`` in ``spec``'s dtype (distributions sample in their features' float dtype, or
-    int64 indices; envs and the buffer take the spec's)."""
+    """``x`` in ``spec``'s dtype, if it has one."""
     dtype = getattr(spec, "dtype", None)
     return x if dtype is None or x.dtype == dtype else x.to(dtype)

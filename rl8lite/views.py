@@ -1,11 +1,6 @@
-"""Windows of past steps over sequences ``[B, T, ...]`` (rl8's ``rl8.views``).
-
-A model declares ``view_requirements = {key: ViewRequirement(shift=k)}`` to see the ``k + 1``
-steps ending at each step. Steps before the sequence (or its episode) are padding: zeros in
-``DataKeys.INPUTS``, ``True`` in ``DataKeys.PADDING_MASK`` (attention's ``key_padding_mask``).
-Windows are strided views (:meth:`torch.Tensor.unfold`), not per-step copies. Over a rollout
-buffer, :func:`windows_at_every_step` and :func:`window_at_last_step` build windows that never
-mix two episodes, given each step's index in its episode (:func:`episode_steps`).
+"""Windows of past steps over sequences ``[B, T, ...]`` (rl8's ``rl8.views``): the ``k + 1``
+steps ending at each step, as strided views where possible. Steps before the sequence (or its
+episode) are padding: zeros in ``DataKeys.INPUTS``, ``True`` in ``DataKeys.PADDING_MASK``.
 """
 
 from __future__ import annotations
@@ -24,14 +19,13 @@ __all__ = [
     "window_at_last_step", "window_padding_mask", "windows_at_every_step", "zero_padding",
 ]
 
-#: What a window is taken over: a tensor, or a TensorDict (nested keys included).
 Item = torch.Tensor | TensorDict
 ViewKind = Literal["last", "all"]
 ViewMethod = Literal["rolling_window", "padded_rolling_window"]
 
 
 def _check_sequence(x: Item, size: int) -> tuple[int, int]:
-    """``(B, T)`` of ``x`` ``[B, T, ...]``; a clear error for a window that cannot be taken."""
+    """``(B, T)`` of ``x`` ``[B, T, ...]``, or an error for a window that cannot be taken."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a window's size must be an int >= 1, got {size!r}")
     if len(x.shape) < 2:
@@ -41,29 +35,21 @@ def _check_sequence(x: Item, size: int) -> tuple[int, int]:
 
 
 def _per_leaf(fn: Callable[[torch.Tensor], Item], x: Item, batch_size: list[int]) -> Item:
-    """``fn`` on a tensor, or on every leaf of a TensorDict."""
     return fn(x) if isinstance(x, torch.Tensor) else x.apply(fn, batch_size=batch_size)
 
 
 def _windows_td(inputs: torch.Tensor, padding_mask: torch.Tensor) -> TensorDict:
-    """``{INPUTS, PADDING_MASK}``, batch ``[B, T]`` (the mask's first two dims)."""
     return TensorDict({DataKeys.INPUTS: inputs, DataKeys.PADDING_MASK: padding_mask},
                       batch_size=padding_mask.shape[:2], device=inputs.device)
 
 
 def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Tensor:
     """Windows of ``size`` steps over ``x`` ``[B, T, ...]``, starting every ``step`` steps:
-    ``[B, (T - size) // step + 1, size, ...]``, a view of ``x`` (writes into ``x`` show).
+    ``[B, (T - size) // step + 1, size, ...]``, a view of ``x``.
 
     Examples:
-        >>> import torch
-        >>> x = torch.arange(8.0).reshape(2, 4)
-        >>> rolling_window(x, 2)[0]
-        tensor([[0., 1.],
-                [1., 2.],
-                [2., 3.]])
-        >>> rolling_window(x, 2).untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-        True
+        >>> rolling_window(torch.arange(8.0).reshape(2, 4), 2)[0].tolist()
+        [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
     """
     _, num_steps = _check_sequence(x, size)
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
@@ -75,17 +61,12 @@ def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Ten
 
 def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
     """The last ``size`` steps of each sequence of ``x`` ``[B, T, ...]``, zeros in front
-    where there are fewer: TensorDict ``[B, size]`` with ``INPUTS`` (a view of ``x`` when
-    ``T >= size``) and ``PADDING_MASK``.
+    where there are fewer: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``.
 
     Examples:
-        >>> import torch
         >>> out = pad_last_sequence(torch.tensor([[1.0], [2.0]]), 3)
-        >>> out["inputs"]
-        tensor([[0., 0., 1.],
-                [0., 0., 2.]])
-        >>> out["padding_mask"][0]
-        tensor([ True,  True, False])
+        >>> out["inputs"][1], out["padding_mask"][1]
+        (tensor([0., 0., 2.]), tensor([ True,  True, False]))
     """
     batch, num_steps = _check_sequence(x, size)
     if num_steps >= size:
@@ -98,12 +79,10 @@ def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
 
 
 def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
-    """Each sequence of ``x`` ``[B, T, ...]`` behind ``size - 1`` zero steps, so that every
-    step ends a window of ``size``: TensorDict ``[B, T + size - 1]`` (new tensors) with
-    ``INPUTS`` and ``PADDING_MASK``.
+    """Each sequence of ``x`` ``[B, T, ...]`` behind ``size - 1`` zero steps (every step ends
+    a window of ``size``): TensorDict ``[B, T + size - 1]`` of ``INPUTS`` and ``PADDING_MASK``.
 
     Examples:
-        >>> import torch
         >>> out = pad_whole_sequence(torch.tensor([[1.0, 2.0]]), 2)
         >>> out["inputs"], out["padding_mask"]
         (tensor([[0., 1., 2.]]), tensor([[ True, False, False]]))
@@ -118,12 +97,10 @@ def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
 def episode_steps(
     episode_ends: torch.Tensor, /, *, initial: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """``[B, T + 1]``: the index of each of ``T + 1`` observations in its episode, given
-    ``episode_ends`` ``[B, T]`` (an episode ended at step ``t``, so observation ``t + 1``
-    starts the next) and the ``initial`` ``[B]`` index of observation 0 (default 0).
+    """``[B, T + 1]``: each observation's index in its episode, given ``episode_ends``
+    ``[B, T]`` (observation ``t + 1`` starts an episode) and ``initial`` ``[B]`` (default 0).
 
     Examples:
-        >>> import torch
         >>> episode_steps(torch.tensor([[False, True, False]]), initial=torch.tensor([4]))
         tensor([[4, 5, 0, 1]])
     """
@@ -140,15 +117,11 @@ def episode_steps(
 
 def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tensor:
     """``[..., size]``: which steps of windows of ``size`` are padding, given the index
-    ``[...]`` of each window's last step in its episode (:func:`episode_steps`). Position
-    ``j`` is the step ``size - 1 - j`` before the last.
+    ``[...]`` of each window's last step in its episode (:func:`episode_steps`).
 
     Examples:
-        >>> import torch
-        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3)
-        tensor([[ True,  True, False],
-                [ True, False, False],
-                [False, False, False]])
+        >>> window_padding_mask(torch.tensor([0, 1, 5]), 3).tolist()
+        [[True, True, False], [True, False, False], [False, False, False]]
     """
     offsets = torch.arange(size - 1, -1, -1, device=episode_steps.device)
     return offsets > episode_steps.unsqueeze(-1)
@@ -158,27 +131,18 @@ def windows_at_every_step(
     x: Item, size: int, /, *, history: int = 0, episode_steps: torch.Tensor | None = None
 ) -> TensorDict:
     """The window of ``size`` steps ending at each step of ``x`` ``[B, history + T, ...]``
-    after its first ``history`` (e.g. the previous collect's last steps), as TensorDict
-    ``[B, T]``: ``INPUTS`` ``[B, T, size, ...]`` and ``PADDING_MASK`` ``[B, T, size]``, per
-    leaf of a TensorDict ``x`` (one shared mask). With ``history >= size - 1`` the windows
-    are views of ``x``, else of one copy of ``x`` behind zeros.
+    after its first ``history``: TensorDict ``[B, T]`` of ``INPUTS`` ``[B, T, size, ...]``
+    and ``PADDING_MASK`` ``[B, T, size]`` (per leaf of a TensorDict ``x``). Views of ``x``
+    when ``history >= size - 1``.
 
     ``episode_steps`` ``[B, T]`` is each window's last step's index in its episode (default
-    ``history + t``); earlier steps are padding but still hold the previous episode's steps:
-    :func:`zero_padding` what you index.
+    ``history + t``); padding still holds the previous episode: :func:`zero_padding` it.
 
     Examples:
-        >>> import torch
         >>> obs = torch.tensor([[1.0, 2.0, 3.0]])
         >>> windows = windows_at_every_step(obs, 2, episode_steps=torch.tensor([[0, 1, 0]]))
-        >>> windows["inputs"][0]
-        tensor([[0., 1.],
-                [1., 2.],
-                [2., 3.]])
-        >>> windows["padding_mask"][0]
-        tensor([[ True, False],
-                [False, False],
-                [ True, False]])
+        >>> windows["inputs"][0].tolist(), windows["padding_mask"][0, :, 0].tolist()
+        ([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]], [True, False, True])
     """
     batch, length = _check_sequence(x, size)
     if not 0 <= history <= length - 1:
@@ -210,12 +174,10 @@ def window_at_last_step(
     x: Item, size: int, /, *, episode_step: torch.Tensor | None = None
 ) -> TensorDict:
     """The window of ``size`` steps ending at the last step of ``x`` ``[B, L, ...]``, padding
-    zeroed (what a model sees when it acts): TensorDict ``[B, size]`` (new tensors) of
-    ``INPUTS`` and ``PADDING_MASK``, per leaf. ``episode_step`` ``[B]`` is the last step's
-    index in its episode (default: the episode starts at ``x``'s first step).
+    zeroed: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``, per leaf.
+    ``episode_step`` ``[B]`` is the last step's index in its episode (default: ``L - 1``).
 
     Examples:
-        >>> import torch
         >>> x = torch.tensor([[1.0, 2.0, 3.0]])
         >>> window_at_last_step(x, 3, episode_step=torch.tensor([1]))["inputs"]
         tensor([[0., 2., 3.]])
@@ -235,12 +197,9 @@ def window_at_last_step(
 
 
 def zero_padding(windows: TensorDict) -> TensorDict:
-    """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with zeros at every
-    padding step, as new tensors.
+    """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with padding zeroed.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> mask = torch.tensor([[True, False]])
         >>> windows = TensorDict({"inputs": torch.ones(1, 2), "padding_mask": mask}, [1, 2])
         >>> zero_padding(windows)["inputs"]
@@ -259,19 +218,18 @@ def zero_padding(windows: TensorDict) -> TensorDict:
 
 
 class View(Protocol):
-    """How a view requirement turns a batch ``[B, T, ...]`` into windows of ``size`` steps."""
+    """How a view requirement turns a batch ``[B, T, ...]`` into windows of ``size`` steps:
+    at every step (``apply_all``, ``[B_NEW <= B * T, size, ...]``), at the last step
+    (``apply_last``, ``[B, size, ...]``), and the steps ``apply_all`` drops (``drop_size``)."""
 
     @staticmethod
-    def apply_all(x: Item, size: int, /) -> Item:
-        """The windows ending at every step, ``[B_NEW, size, ...]`` with ``B_NEW <= B * T``."""
+    def apply_all(x: Item, size: int, /) -> Item: ...
 
     @staticmethod
-    def apply_last(x: Item, size: int, /) -> Item:
-        """The window ending at the last step of each sequence: ``[B, size, ...]``."""
+    def apply_last(x: Item, size: int, /) -> Item: ...
 
     @staticmethod
-    def drop_size(size: int, /) -> int:
-        """Steps at the start of each sequence that ``apply_all`` makes no window for."""
+    def drop_size(size: int, /) -> int: ...
 
 
 class RollingWindow:
@@ -279,16 +237,11 @@ class RollingWindow:
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item:
-        """Every window, flattened into the batch: ``[B * (T - size + 1), size, ...]``, a
-        copy (:func:`rolling_window` is the view).
+        """Every window, flattened into the batch: ``[B * (T - size + 1), size, ...]``.
 
         Examples:
-            >>> import torch
-            >>> RollingWindow.apply_all(torch.arange(6.0).reshape(2, 3), 2)
-            tensor([[0., 1.],
-                    [1., 2.],
-                    [3., 4.],
-                    [4., 5.]])
+            >>> RollingWindow.apply_all(torch.arange(6.0).reshape(2, 3), 2).tolist()
+            [[0.0, 1.0], [1.0, 2.0], [3.0, 4.0], [4.0, 5.0]]
         """
         batch, num_steps = _check_sequence(x, size)
         windows = _per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
@@ -298,20 +251,12 @@ class RollingWindow:
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
-        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``), a view.
-
-        Examples:
-            >>> import torch
-            >>> RollingWindow.apply_last(torch.arange(6.0).reshape(2, 3), 2)
-            tensor([[1., 2.],
-                    [4., 5.]])
-        """
+        """The last ``size`` steps of each sequence (all ``T`` when ``T < size``)."""
         _, num_steps = _check_sequence(x, size)
         return x[:, max(num_steps - size, 0):]
 
     @staticmethod
     def drop_size(size: int, /) -> int:
-        """``size - 1``."""
         return size - 1
 
 
@@ -320,35 +265,24 @@ class PaddedRollingWindow:
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> TensorDict:
-        """The window ending at every step, flattened into the batch: TensorDict ``[B * T]``
-        (row ``b * T + t``: step ``t`` of sequence ``b``; new tensors) with ``INPUTS`` and
-        ``PADDING_MASK``, per leaf for a TensorDict ``x``.
+        """The window ending at every step, flattened: TensorDict ``[B * T]`` (row ``b * T + t``)
+        of ``INPUTS`` and ``PADDING_MASK``, per leaf for a TensorDict ``x``.
 
         Examples:
-            >>> import torch
             >>> out = PaddedRollingWindow.apply_all(torch.tensor([[1.0, 2.0]]), 2)
-            >>> out["inputs"], out["padding_mask"]
-            (tensor([[0., 1.],
-                    [1., 2.]]), tensor([[ True, False],
-                    [False, False]]))
+            >>> out["inputs"].tolist(), out["padding_mask"].tolist()
+            ([[0.0, 1.0], [1.0, 2.0]], [[True, False], [False, False]])
         """
         return windows_at_every_step(x, size).reshape(-1)
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> TensorDict:
-        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``.
-
-        Examples:
-            >>> import torch
-            >>> PaddedRollingWindow.apply_last(torch.tensor([[1.0, 2.0]]), 3)["inputs"]
-            tensor([[0., 1., 2.]])
-        """
+        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``."""
         batch, _ = _check_sequence(x, size)
         return _per_leaf(lambda t: pad_last_sequence(t, size), x, [batch, size])
 
     @staticmethod
     def drop_size(size: int, /) -> int:
-        """0: every step gets a window."""
         return 0
 
 
@@ -358,16 +292,11 @@ _METHODS: dict[str, type[View]] = {
 
 
 class ViewRequirement:
-    """The window of past steps a model wants for one (possibly nested) batch key.
-
-    Args:
-        shift: Previous steps in the window besides the current one.
-        method: ``"padded_rolling_window"`` (pad and mask the start of each sequence) or
-            ``"rolling_window"`` (drop the first ``shift`` steps of each sequence).
+    """The window of past steps a model wants for one (possibly nested) batch key: ``shift``
+    previous steps besides the current one; ``method`` ``"padded_rolling_window"`` pads and
+    masks the start of each sequence, ``"rolling_window"`` drops its first ``shift`` steps.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
         >>> batch = TensorDict({"obs": torch.arange(6.0).reshape(2, 3, 1)}, batch_size=[2, 3])
         >>> view = ViewRequirement(shift=1)
         >>> view.apply_last("obs", batch)["inputs"].shape
@@ -377,7 +306,7 @@ class ViewRequirement:
     """
 
     shift: int
-    method: type[View]  # RollingWindow or PaddedRollingWindow
+    method: type[View]
 
     def __init__(self, *, shift: int = 0, method: ViewMethod = "padded_rolling_window") -> None:
         name = type(self).__name__
@@ -392,21 +321,17 @@ class ViewRequirement:
         return f"{type(self).__name__}(shift={self.shift}, method={self.method.__name__})"
 
     def apply_all(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
-        """The windows of ``batch[key]`` (``batch`` ``[B, T, ...]``) at every step, flattened
-        into the batch (to train): ``[B * T, ...]`` when ``shift`` is 0, else
-        ``method.apply_all``'s."""
+        """The windows of ``batch[key]`` ``[B, T, ...]`` at every step, flattened into the
+        batch (to train)."""
         item = batch[key]
         if not self.shift:
             return item.reshape(-1) if isinstance(item, TensorDict) else item.flatten(0, 1)
         return self.method.apply_all(item, self.shift + 1)
 
     def apply_last(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
-        """The window of ``batch[key]`` ending at its last step (to act): ``[B, ...]`` when
-        ``shift`` is 0, else ``method.apply_last``'s."""
+        """The window of ``batch[key]`` ending at its last step (to act)."""
         item = batch[key]
-        if not self.shift:
-            return item[:, -1]
-        return self.method.apply_last(item, self.shift + 1)
+        return self.method.apply_last(item, self.shift + 1) if self.shift else item[:, -1]
 
     @property
     def drop_size(self) -> int:

@@ -64,7 +64,7 @@ def joined(x: torch.Tensor, y: torch.Tensor, kind: str | None, fan_in: nn.Module
 
 def block(block: CrossAttention | SelfAttention, queries: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
     """The block's output given its attention output: skip-join, feedforward, skip-join."""
-    kind, (fan_in_seed, net, fan_in_net) = block.skip_connection.kind, block.skip_connection._layers
+    kind, (fan_in_seed, net, fan_in_net) = block.skip_connection.kind, next(block.skip_connection.children())
     y = joined(queries, attended, kind, fan_in_seed)
     return joined(y, feedforward(y, net), kind, fan_in_net)
 

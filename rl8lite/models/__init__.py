@@ -4,5 +4,7 @@ from .base import Model, ModelFactory
 from .default import DefaultModel, flat_obs_size, flatten_obs
 from .recurrent import DefaultRecurrentModel, RecurrentModel
 
-__all__ = ["DefaultModel", "DefaultRecurrentModel", "Model", "ModelFactory", "RecurrentModel", "flat_obs_size",
-           "flatten_obs"]
+__all__ = [
+    "DefaultModel", "DefaultRecurrentModel", "Model", "ModelFactory", "RecurrentModel",
+    "flat_obs_size", "flatten_obs",
+]

@@ -1,4 +1,5 @@
-"""The default model: separate actor and critic MLPs over the (concatenated) vector observation."""
+"""The default model: separate actor and critic MLPs over the (concatenated) vector
+observation, and the parts the recurrent default model shares."""
 
 from __future__ import annotations
 
@@ -18,18 +19,15 @@ from .base import Model
 
 
 class InplaceTanh(nn.Tanh):
-    """``tanh`` written over its input: tanh's backward needs only its output, and a linear
-    layer's output is read by nothing else, so one activation-sized buffer less per layer."""
+    """``tanh`` written over its input (its backward needs only its output, and nothing else
+    reads a linear layer's output): one activation-sized buffer less per layer."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh_()
 
 
 _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
-    "tanh": InplaceTanh,
-    "relu": lambda: nn.ReLU(inplace=True),
-    "elu": nn.ELU,
-    "gelu": nn.GELU,
+    "tanh": InplaceTanh, "relu": lambda: nn.ReLU(inplace=True), "elu": nn.ELU, "gelu": nn.GELU,
     "silu": nn.SiLU,
 }
 
@@ -37,11 +35,11 @@ _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 def _vector_entries(spec: Spec) -> list[tuple[str, TensorSpec]]:
     """The (key, spec) leaves a default model concatenates, in a fixed order."""
     if isinstance(spec, Composite):
-        entries = []
-        for key in sorted(spec):
-            if key != DataKeys.ACTION_MASK:
-                entries.extend((f"{key}.{k}" if k else key, s) for k, s in _vector_entries(spec[key]))
-        return entries
+        return [
+            (f"{key}.{k}" if k else key, s)
+            for key in sorted(spec) if key != DataKeys.ACTION_MASK
+            for k, s in _vector_entries(spec[key])
+        ]
     if len(spec.shape) > 1:
         raise TypeError(
             f"The default model takes vector observations; received shape {list(spec.shape)}."
@@ -66,10 +64,9 @@ def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
 
 
 class Linear(nn.Linear):
-    """``nn.Linear`` whose weight gradient is ``x^T g``, not ``g^T x``, where the layer widens
-    (``in < out``) on a CPU: MKL computes the narrow ``[out, B] @ [B, in]`` product 5-8x below
-    its usual rate (``benchmarks/README.md``). Multiplying by a contiguous copy of ``W^T`` turns
-    the backward around; the copy is ``in * out`` floats. Same parameters, same math."""
+    """``nn.Linear`` that multiplies by a contiguous copy of ``W^T`` where it widens (``in <
+    out``) on a CPU, so the weight gradient is ``x^T g``: MKL computes the narrow ``g^T x``
+    5-8x below its usual rate. Same parameters, same math."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # grad mode first: exports and collects (no autograd) never test the batch size
@@ -81,9 +78,8 @@ class Linear(nn.Linear):
 
 
 class HooklessSequential(nn.Sequential):
-    """An ``nn.Sequential`` that calls its layers' ``forward`` directly, skipping each layer's
-    hook dispatch (a quarter of a small batch's forward time on a CPU). Hooks on the sequence
-    itself still run, hooks on its layers do not."""
+    """An ``nn.Sequential`` that calls its layers' ``forward`` directly, skipping their hook
+    dispatch (a quarter of a small batch's forward time on a CPU); its own hooks still run."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         for layer in self:
@@ -95,7 +91,9 @@ def mlp(in_features: int, hiddens: Sequence[int], out_features: int, activation:
         out_gain: float) -> HooklessSequential:
     """An MLP with orthogonal init (gain sqrt(2) inside, ``out_gain`` on the head), zero biases."""
     if activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}")
+        raise ValueError(
+            f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}"
+        )
     layers: list[nn.Module] = []
     widths = [in_features, *hiddens, out_features]
     for i, (width, out) in enumerate(itertools.pairwise(widths)):
@@ -108,62 +106,63 @@ def mlp(in_features: int, hiddens: Sequence[int], out_features: int, activation:
     return HooklessSequential(*layers)
 
 
+def actor_head(
+    in_features: int, hiddens: Sequence[int], num_features: int, gaussian: bool,
+    activation: str, init_log_std: float,
+) -> tuple[HooklessSequential, nn.Parameter | None]:
+    """The actor MLP and, when its features are ``mean ‖ log_std``, a learned log-std."""
+    outputs = num_features // 2 if gaussian else num_features
+    log_std = nn.Parameter(torch.full((outputs,), float(init_log_std))) if gaussian else None
+    return mlp(in_features, hiddens, outputs, activation, out_gain=0.01), log_std
+
+
+def with_log_std(features: torch.Tensor, log_std: torch.Tensor | None) -> torch.Tensor:
+    """``features ‖ log_std`` (the log-std repeated for every row), or ``features``."""
+    if log_std is None:
+        return features
+    return torch.cat([features, log_std.expand_as(features)], dim=-1)
+
+
 class DefaultModel(Model):
-    """Separate actor and critic MLPs over the (concatenated) vector observation.
-
-    For Gaussian distributions a learned, state-independent log-std follows the actor's
-    means: the features are ``mean ‖ log_std``.
-
-    Args:
-        observation_spec: The env's observation spec (vector, or a Composite of vectors).
-        action_spec: The env's action spec.
-        num_features: Features the action distribution needs.
-        gaussian: Whether the features are ``mean ‖ log_std``.
-        hiddens: Hidden layer widths of each MLP.
-        activation: ``"tanh"``, ``"relu"``, ``"elu"``, ``"gelu"`` or ``"silu"``.
-        init_log_std: Initial log-std for Gaussian distributions.
+    """Separate actor and critic MLPs of ``hiddens`` over the (concatenated) vector
+    observation. With ``gaussian``, the features are ``mean ‖ log_std``, a learned,
+    state-independent log-std. ``activation``: ``"tanh"``, ``"relu"``, ``"elu"``,
+    ``"gelu"`` or ``"silu"``.
     """
 
     separable = True
 
     def __init__(
-        self,
-        observation_spec: Spec,
-        action_spec: Spec,
-        /,
-        *,
-        num_features: int,
-        gaussian: bool = False,
-        hiddens: Sequence[int] = (64, 64),
-        activation: str = "tanh",
+        self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
+        gaussian: bool = False, hiddens: Sequence[int] = (64, 64), activation: str = "tanh",
         init_log_std: float = 0.0,
     ) -> None:
-        super().__init__(observation_spec, action_spec, num_features=num_features, gaussian=gaussian,
-                         hiddens=list(hiddens), activation=activation, init_log_std=init_log_std)
+        super().__init__(
+            observation_spec, action_spec, num_features=num_features, gaussian=gaussian,
+            hiddens=list(hiddens), activation=activation, init_log_std=init_log_std,
+        )
         in_features = flat_obs_size(observation_spec)
-        actor_outputs = num_features // 2 if gaussian else num_features
-        self.actor = mlp(in_features, hiddens, actor_outputs, activation, out_gain=0.01)
+        self.actor, log_std = actor_head(
+            in_features, hiddens, num_features, gaussian, activation, init_log_std
+        )
         self.critic = mlp(in_features, hiddens, 1, activation, out_gain=1.0)
-        self.log_std = nn.Parameter(torch.full((actor_outputs,), float(init_log_std))) if gaussian else None
+        self.log_std = log_std  # registered after the critic: the parameters' order
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # A subclass overriding forward may couple actor and critic: separable only if it says so.
+        # A subclass overriding forward may couple actor and critic: separable if it says so.
         if "forward" in vars(cls) and "separable" not in vars(cls):
             cls.separable = False
 
-    def forward(self, obs: torch.Tensor | TensorDict) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        self, obs: torch.Tensor | TensorDict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x = flatten_obs(obs, self.observation_spec)
-        return self._features(x), self.critic(x)
+        return with_log_std(self.actor(x), self.log_std), self.critic(x)
 
     def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
-        return self._features(flatten_obs(obs, self.observation_spec))
+        x = flatten_obs(obs, self.observation_spec)
+        return with_log_std(self.actor(x), self.log_std)
 
     def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
         return self.critic(flatten_obs(obs, self.observation_spec))
-
-    def _features(self, x: torch.Tensor) -> torch.Tensor:
-        features = self.actor(x)
-        if self.log_std is not None:
-            features = torch.cat([features, self.log_std.expand_as(features)], dim=-1)
-        return features

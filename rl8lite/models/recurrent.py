@@ -11,16 +11,13 @@ from torch import nn
 from ..data import DataKeys
 from ..specs import Composite, Spec, Unbounded
 from .base import Model
-from .default import flat_obs_size, flatten_obs, mlp
+from .default import actor_head, flat_obs_size, flatten_obs, mlp, with_log_std
 
 
 class RecurrentModel(Model):
-    """A model whose forward takes and returns a recurrent state ``[B, state_size]``.
-
-    ``forward(obs, states) -> (features, values, next_states)`` processes one
-    time step; the algorithm carries the states through the rollout, zeroes them
-    where an episode ends, and unrolls sequences for truncated BPTT.
-    """
+    """A model of one time step, ``forward(obs, states) -> (features, values, next_states)``
+    with states ``[B, state_size]``; the algorithm carries them through the rollout, zeroes
+    them where an episode ends, and unrolls sequences for truncated BPTT."""
 
     state_size: int
 
@@ -35,28 +32,12 @@ class RecurrentModel(Model):
 
 
 class DefaultRecurrentModel(RecurrentModel):
-    """Encoder MLP, an LSTM cell, then actor and critic heads; state = ``h ‖ c``.
-
-    Args:
-        observation_spec: The env's observation spec (vector or Composite of vectors).
-        action_spec: The env's action spec.
-        num_features: Features the action distribution needs.
-        gaussian: Whether the features are ``mean ‖ log_std`` (adds a log-std parameter).
-        hiddens: Encoder widths; the LSTM has the last width.
-        activation: Encoder activation.
-        init_log_std: Initial log-std for Gaussian distributions.
-    """
+    """Encoder MLP of ``hiddens``, an LSTM cell of the last width, then actor and critic heads;
+    state = ``h ‖ c``. Arguments as :class:`~rl8lite.models.DefaultModel`'s."""
 
     def __init__(
-        self,
-        observation_spec: Spec,
-        action_spec: Spec,
-        /,
-        *,
-        num_features: int,
-        gaussian: bool = False,
-        hiddens: Sequence[int] = (64,),
-        activation: str = "tanh",
+        self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
+        gaussian: bool = False, hiddens: Sequence[int] = (64,), activation: str = "tanh",
         init_log_std: float = 0.0,
     ) -> None:
         super().__init__(
@@ -71,19 +52,18 @@ class DefaultRecurrentModel(RecurrentModel):
             DataKeys.HIDDEN_STATES: Unbounded([1, width], device=action_spec.device),
             DataKeys.CELL_STATES: Unbounded([1, width], device=action_spec.device),
         })
-        self.encoder = mlp(flat_obs_size(observation_spec), hiddens[:-1], width, activation, out_gain=1.0)
+        in_features = flat_obs_size(observation_spec)
+        self.encoder = mlp(in_features, hiddens[:-1], width, activation, out_gain=1.0)
         self.lstm = nn.LSTMCell(width, width)
-        actor_outputs = num_features // 2 if gaussian else num_features
-        self.actor = mlp(width, (), actor_outputs, activation, out_gain=0.01)
+        self.actor, log_std = actor_head(
+            width, (), num_features, gaussian, activation, init_log_std
+        )
         self.critic = mlp(width, (), 1, activation, out_gain=1.0)
-        self.log_std = nn.Parameter(torch.full((actor_outputs,), float(init_log_std))) if gaussian else None
+        self.log_std = log_std
 
     def forward(  # type: ignore[override]
         self, obs: torch.Tensor | TensorDict, states: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = torch.tanh(self.encoder(flatten_obs(obs, self.observation_spec)))
         h, c = self.lstm(x, states.split(self.hidden_size, dim=-1))
-        features = self.actor(h)
-        if self.log_std is not None:
-            features = torch.cat([features, self.log_std.expand_as(features)], dim=-1)
-        return features, self.critic(h), torch.cat([h, c], dim=-1)
+        return with_log_std(self.actor(h), self.log_std), self.critic(h), torch.cat([h, c], dim=-1)

@@ -1,5 +1,5 @@
-"""Building blocks for models (rl8's ``rl8.nn``): layers in :mod:`~rl8lite.nn.modules`,
-masked pooling and sampling in :mod:`~rl8lite.nn.functional`.
+"""Building blocks for models (rl8's ``rl8.nn``): everything in :mod:`~rl8lite.nn.modules`
+and :mod:`~rl8lite.nn.functional`.
 
 Examples:
     A transformer over a view's window of past prices, pooled over its valid steps:
@@ -14,37 +14,8 @@ Examples:
     torch.Size([4, 8])
 """
 
-from .functional import (
-    binary_mask_to_float_mask,
-    float_mask_to_binary_mask,
-    mask_from_lengths,
-    masked_avg,
-    masked_categorical_sample,
-    masked_log_softmax,
-    masked_max,
-    skip_connection,
-)
-from .modules import (
-    MLP,
-    CrossAttention,
-    Module,
-    PerceiverIOLayer,
-    PerceiverLayer,
-    PointerNetwork,
-    PositionalEmbedding,
-    SelfAttention,
-    SelfAttentionStack,
-    SequentialSkipConnection,
-    SquaredReLU,
-    get_activation,
-)
-from .ppo import generalized_advantage_estimate, ppo_losses
+from . import functional, modules
+from .functional import *
+from .modules import *
 
-__all__ = [
-    "MLP", "CrossAttention", "Module", "PerceiverIOLayer", "PerceiverLayer", "PointerNetwork",
-    "PositionalEmbedding", "SelfAttention", "SelfAttentionStack", "SequentialSkipConnection",
-    "SquaredReLU", "binary_mask_to_float_mask", "float_mask_to_binary_mask",
-    "generalized_advantage_estimate", "get_activation", "mask_from_lengths", "masked_avg",
-    "masked_categorical_sample", "masked_log_softmax", "masked_max", "ppo_losses",
-    "skip_connection",
-]
+__all__ = functional.__all__ + modules.__all__

@@ -1,9 +1,7 @@
 """Masks, masked pooling and sampling over padded sequences (rl8's ``rl8.nn.functional``).
 
-The *valid* masks these functions take are ``True`` (nonzero) where a value is real; a view's
-``DataKeys.PADDING_MASK`` and attention's ``key_padding_mask`` are ``True`` at padding, so pass
-``~padding_mask``. An additive *float* mask is 0 where valid and ``-inf`` where not. rl8's
-TensorDict-level :func:`generalized_advantage_estimate` and :func:`ppo_losses` are here too.
+A *valid* mask is ``True`` (nonzero) where a value is real: pass ``~padding_mask`` for a view's
+``DataKeys.PADDING_MASK``. A *float* mask is 0 where valid and ``-inf`` where not.
 """
 
 from __future__ import annotations
@@ -23,13 +21,18 @@ __all__ = [
 SKIP_KINDS = ("cat", "residual", None)
 
 
+def check_skip_kind(kind: str | None) -> None:
+    """Raise ``ValueError`` unless ``kind`` is one of :data:`SKIP_KINDS`."""
+    if kind not in SKIP_KINDS:
+        raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
+
+
 def _expand_mask(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``mask`` ``[B, T]`` with trailing singleton dims, to broadcast against ``like``."""
     return mask.reshape(*mask.shape, *[1] * (like.dim() - mask.dim()))
 
 
 def _masked_lowest(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``x`` with its invalid values set to its dtype's lowest finite value (never chosen)."""
+    """``x`` with its invalid values at its dtype's lowest finite value."""
     if mask is None:
         return x
     lowest = torch.finfo(x.dtype).min if x.is_floating_point() else torch.iinfo(x.dtype).min
@@ -40,7 +43,6 @@ def binary_mask_to_float_mask(mask: torch.Tensor, /) -> torch.Tensor:
     """A valid mask as a float32 additive mask: 0 where valid, ``-inf`` where not.
 
     Examples:
-        >>> import torch
         >>> binary_mask_to_float_mask(torch.tensor([True, False]))
         tensor([0., -inf])
     """
@@ -51,7 +53,6 @@ def float_mask_to_binary_mask(mask: torch.Tensor, /) -> torch.Tensor:
     """An additive float mask as a bool valid mask: ``False`` exactly where it is ``-inf``.
 
     Examples:
-        >>> import torch
         >>> float_mask_to_binary_mask(torch.tensor([0.0, float("-inf")]))
         tensor([ True, False])
     """
@@ -59,11 +60,9 @@ def float_mask_to_binary_mask(mask: torch.Tensor, /) -> torch.Tensor:
 
 
 def mask_from_lengths(x: torch.Tensor, lengths: torch.Tensor, /) -> torch.Tensor:
-    """``[B, T]`` valid mask of sequences ``x`` ``[B, T, ...]`` whose first ``lengths[b]``
-    steps are real.
+    """``[B, T]`` valid mask of sequences ``x`` ``[B, T, ...]`` of ``lengths`` real steps.
 
     Examples:
-        >>> import torch
         >>> mask_from_lengths(torch.zeros(2, 3), torch.tensor([1, 3]))
         tensor([[ True, False, False],
                 [ True,  True,  True]])
@@ -75,13 +74,10 @@ def mask_from_lengths(x: torch.Tensor, lengths: torch.Tensor, /) -> torch.Tensor
 def masked_avg(
     x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1, keepdim: bool = False
 ) -> torch.Tensor:
-    """The mean of ``x`` ``[B, T, ...]`` along ``dim`` over its valid values; NaN where none is.
-
-    ``mask`` is a valid mask over a leading part of ``x``'s shape (e.g. ``[B, T]``); invalid
-    values never reach the result (not even a NaN); a float mask weights the values it keeps.
+    """The mean of ``x`` ``[B, T, ...]`` along ``dim`` over its valid values (NaN where none
+    is); ``mask`` covers a leading part of ``x``'s shape, and a float one weights the values.
 
     Examples:
-        >>> import torch
         >>> masked_avg(torch.tensor([[1.0, 2.0, 9.0]]), mask=torch.tensor([[True, True, False]]))
         tensor([1.5000])
     """
@@ -96,12 +92,10 @@ def masked_avg(
 def masked_max(
     x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(max, argmax)`` of ``x`` ``[B, T, ...]`` along ``dim`` over its valid values, ``dim``
-    kept; ``argmax`` is the first index holding the max. Where no value is valid: the
-    dtype's lowest finite value, at index 0. ``mask`` covers a leading part of ``x``'s shape.
+    """``(max, argmax)`` of ``x`` ``[B, T, ...]`` along ``dim`` (kept) over its valid values
+    (the dtype's lowest value at index 0 where none is); ``mask`` covers ``x``'s leading dims.
 
     Examples:
-        >>> import torch
         >>> masked_max(torch.tensor([[1.0, 5.0, 3.0]]), mask=torch.tensor([[True, False, True]]))
         (tensor([[3.]]), tensor([[2]]))
     """
@@ -113,12 +107,10 @@ def masked_max(
 def masked_log_softmax(
     x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = -1
 ) -> torch.Tensor:
-    """Log-softmax of logits ``x`` along ``dim`` over the valid values; invalid values get
-    the dtype's lowest finite log-probability (probability 0). ``mask`` broadcasts against
-    ``x`` once trailing dims are added.
+    """Log-softmax of logits ``x`` along ``dim`` over the valid values (invalid ones get
+    probability 0); ``mask`` broadcasts against ``x`` once trailing dims are added.
 
     Examples:
-        >>> import torch
         >>> x = torch.zeros(1, 3)
         >>> masked_log_softmax(x, mask=torch.tensor([[True, True, False]])).exp()
         tensor([[0.5000, 0.5000, 0.0000]])
@@ -129,13 +121,10 @@ def masked_log_softmax(
 def masked_categorical_sample(
     x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one category per row from logits ``x`` ``[B, ..., N]`` (categories along the last
-    dimension), never an invalid one; ``mask`` as :func:`masked_log_softmax`'s. Returns
-    ``(logits, samples)``: the drawn indices ``[B, ..., 1]`` and ``x``'s (masked) logits at
-    them along ``dim`` (the categories' dimension).
+    """One valid category per row of logits ``x`` ``[B, ..., N]``: ``(logits, samples)``, the
+    drawn indices ``[B, ..., 1]`` and the (masked) logits at them along ``dim``.
 
     Examples:
-        >>> import torch
         >>> mask = torch.tensor([[0, 1, 0], [1, 0, 0]])
         >>> masked_categorical_sample(torch.zeros(2, 3), mask=mask)[1]
         tensor([[1],
@@ -153,7 +142,6 @@ def skip_connection(
     concatenates them along ``dim``, ``None`` returns ``y``.
 
     Examples:
-        >>> import torch
         >>> skip_connection(torch.ones(1, 2), torch.zeros(1, 2))
         tensor([[1., 1., 0., 0.]])
         >>> skip_connection(torch.ones(1, 2), torch.ones(1, 2), kind="residual")
@@ -163,6 +151,5 @@ def skip_connection(
         return x + y
     if kind == "cat":
         return torch.cat([x, y], dim=dim)
-    if kind is None:
-        return y
-    raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
+    check_skip_kind(kind)
+    return y

@@ -1,12 +1,5 @@
-"""PPO's math as pure functions of tensors, and rl8's TensorDict forms of it.
-
-Index convention (every function here, and :attr:`rl8lite.Algorithm.buffer`): for a copy
-and time ``t`` in ``0..T-1``, ``obs[t]`` is the observation the policy acted on,
-``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` come from the step that followed,
-and ``values[t] = V(obs[t])``; ``values[T]`` is the value of the observation after the
-last step (the bootstrap). ``final_values[t]`` is the value of the true last observation
-of an episode truncated at ``t`` (or its stand-in when the env gave none).
-"""
+"""PPO's math as pure functions of tensors, and rl8's TensorDict forms of it (index
+convention: :func:`gae`)."""
 
 from __future__ import annotations
 
@@ -27,12 +20,15 @@ SLICE_ELEMENTS = 2**16
 
 def copy_slices(num_copies: int, num_steps: int, device: torch.device | str = "cpu",
                 elements: int = SLICE_ELEMENTS) -> list[slice]:
-    """Slices of copies with at most ``elements`` ``[copies, T]`` elements each (at least one copy)
-    on a CPU, where they stay in cache; one slice elsewhere (a GPU pays per kernel launch)."""
+    """Slices of copies of at most ``elements`` ``[copies, T]`` elements (one copy at least) on
+    a CPU, where they stay in cache; one slice elsewhere (a GPU pays per kernel launch)."""
     if torch.device(device).type != "cpu":
         return [slice(0, num_copies)]
     per_slice = max(1, elements // max(1, num_steps))
-    return [slice(start, min(start + per_slice, num_copies)) for start in range(0, num_copies, per_slice)]
+    return [
+        slice(start, min(start + per_slice, num_copies))
+        for start in range(0, num_copies, per_slice)
+    ]
 
 
 def gae(
@@ -46,21 +42,15 @@ def gae(
     final_values: torch.Tensor | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438).
+    """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438):
+    ``(advantages, returns)``, each ``[N, T]``, in the promoted float dtype of the inputs,
+    written into ``out`` if given.
 
-    Args:
-        rewards: ``[N, T]`` rewards (already scaled if rewards are normalised).
-        values: ``[N, T + 1]`` value estimates, the last column bootstrapping.
-        gamma: Discount factor in ``(0, 1]``.
-        gae_lambda: Bias/variance trade-off in ``[0, 1]``.
-        terminated: ``[N, T]`` bool; the episode ended in a terminal state.
-        truncated: ``[N, T]`` bool; the episode was cut short (bootstrapped).
-        final_values: ``[N, T]``, required with ``truncated``.
-        out: ``[N, T]`` tensors (views allowed) to write ``(advantages, returns)`` into.
-
-    Returns:
-        ``(advantages, returns)``, each ``[N, T]``, ``returns = advantages + values[:, :T]``,
-        in the promoted floating dtype of ``rewards`` and ``values``.
+    Index convention (here and in :attr:`rl8lite.Algorithm.buffer`): ``obs[t]`` is the
+    observation acted on, ``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` (``[N, T]``)
+    come from the step that followed, ``values[t] = V(obs[t])`` and ``values[T]`` bootstraps
+    (``values`` is ``[N, T + 1]``). ``final_values[t]`` (required with ``truncated``) is the
+    value of the true last observation of an episode truncated at ``t``.
 
     With ``d_t = terminated_t or truncated_t`` and the next state's value
     ``v'_t = 0 if terminated_t, final_values_t if truncated_t, values_{t+1} otherwise``:
@@ -80,7 +70,10 @@ def gae(
     dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
     differentiable = any(x is not None and x.requires_grad for x in (rewards, values, final_values))
     if out is None and not differentiable:
-        out = (rewards.new_empty(num_envs, num_steps, dtype=dtype), rewards.new_empty(num_envs, num_steps, dtype=dtype))
+        out = (
+            rewards.new_empty(num_envs, num_steps, dtype=dtype),
+            rewards.new_empty(num_envs, num_steps, dtype=dtype),
+        )
     parts = []
     for rows in copy_slices(num_envs, num_steps, rewards.device):
         deltas, continues = _deltas_and_continues(
@@ -103,7 +96,7 @@ def gae(
 
 
 def _recursion(deltas: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
-    """``A_t = delta_t + decay_t * A_{t+1}`` over time-major ``[T, n]`` (in place unless autograd)."""
+    """``A_t = delta_t + decay_t * A_{t+1}`` over time-major ``[T, n]`` (in place if no grad)."""
     if deltas.requires_grad:
         running, steps = torch.zeros_like(deltas[0]), []
         for t in range(deltas.shape[0] - 1, -1, -1):
@@ -131,7 +124,7 @@ def _deltas_and_continues(
 
 
 def normalization(x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(mean, std + eps)`` over every element (unbiased std): :func:`normalize`'s shift and scale."""
+    """``(mean, std + eps)`` over every element (unbiased std)."""
     std, mean = torch.std_mean(x)
     return mean, std + eps
 
@@ -196,9 +189,13 @@ def ppo_loss(
     """
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
-    objective = torch.min(ratio * advantages, ratio.clamp(1.0 - clip_param, 1.0 + clip_param) * advantages)
+    objective = torch.min(
+        ratio * advantages, ratio.clamp(1.0 - clip_param, 1.0 + clip_param) * advantages
+    )
     if dual_clip_param is not None:
-        objective = torch.where(advantages < 0, torch.max(objective, dual_clip_param * advantages), objective)
+        objective = torch.where(
+            advantages < 0, torch.max(objective, dual_clip_param * advantages), objective
+        )
     policy_loss = -objective.mean()
     if vf_loss == "smooth_l1":
         huber = F.smooth_l1_loss(values, returns, reduction="none")
@@ -228,24 +225,16 @@ def generalized_advantage_estimate(
     return_returns: bool = True,
     reward_scale: float = 1.0,
 ) -> TensorDict:
-    """rl8's GAE of a rollout TensorDict ``[B, T + 1]`` (no episode ends): :func:`gae`.
-
-    Args:
-        batch: ``"rewards"`` and ``"values"`` ``[B, T + 1, ...]`` (rewards at ``T`` unread).
-        gae_lambda: Bias/variance trade-off in ``[0, 1]``.
-        gamma: Discount factor.
-        inplace: Write the results into ``batch`` (and return it).
-        normalize_advantages: Shift and scale the advantages of steps ``0..T-1`` to mean 0,
-            std 1, after the returns are taken.
-        return_returns: Also give ``"returns"`` (advantages + values).
-        reward_scale: Rewards are divided by ``reward_scale + 1e-8`` (``batch`` is left as it is).
-
-    Returns:
-        ``"advantages"`` (0 at step ``T``) and, if asked, ``"returns"``, shaped as ``"values"``.
+    """rl8's GAE (:func:`gae`) of ``"rewards"`` and ``"values"`` ``[B, T + 1, ...]`` (no
+    episode ends; rewards at ``T`` unread, divided by ``reward_scale + 1e-8``): a TensorDict
+    of ``"advantages"`` (0 at ``T``, normalized over ``0..T-1`` after the returns are taken
+    if asked) and ``"returns"``, written into ``batch`` with ``inplace``.
 
     Examples:
-        >>> batch = TensorDict({"rewards": torch.ones(1, 3, 1), "values": torch.zeros(1, 3, 1)}, batch_size=[1, 3])
-        >>> out = generalized_advantage_estimate(batch, gamma=0.5, gae_lambda=1.0, normalize_advantages=False)
+        >>> batch = TensorDict({"rewards": torch.ones(1, 3, 1), "values": torch.zeros(1, 3, 1)},
+        ...                    batch_size=[1, 3])
+        >>> out = generalized_advantage_estimate(batch, gamma=0.5, gae_lambda=1.0,
+        ...                                      normalize_advantages=False)
         >>> out["advantages"].flatten()
         tensor([1.5000, 1.0000, 0.0000])
     """
@@ -254,7 +243,10 @@ def generalized_advantage_estimate(
         return t.movedim(1, -1).reshape(-1, t.shape[1])
 
     rewards, values = batch[DataKeys.REWARDS][:, :-1], batch[DataKeys.VALUES]
-    advantages, _ = gae(per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma, gae_lambda=gae_lambda)
+    advantages, _ = gae(
+        per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma,
+        gae_lambda=gae_lambda,
+    )
     advantages = advantages.reshape(*values[:, :-1].movedim(1, -1).shape).movedim(-1, 1)
     advantages = torch.cat([advantages.to(values.dtype), torch.zeros_like(values[:, -1:])], dim=1)
     out = batch if inplace else TensorDict({}, batch_size=batch.batch_size, device=batch.device)
@@ -278,40 +270,37 @@ def ppo_losses(
     vf_clip_param: float = 1.0,
     vf_coeff: float = 1.0,
 ) -> TensorDict:
-    """rl8's PPO loss of one batch: :func:`ppo_loss` with ``vf_loss="smooth_l1"``.
-
-    Args:
-        buffer_batch: ``[B]`` rollout data: ``"actions"``, ``"logp"``, ``"advantages"``, ``"returns"``.
-        sample_batch: ``[B]`` with the policy's ``"values"`` now.
-        sample_distribution: The policy's action distribution now.
-        clip_param: Surrogate clip ``eps``.
-        dual_clip_param: Dual clip ``c`` for negative advantages (``None`` or 0: off).
-        entropy_coeff: Weight of the entropy bonus (at 0 the entropy is not computed).
-        vf_clip_param: Cap on each sample's value loss.
-        vf_coeff: Weight of the value loss.
-
-    Returns:
-        0-d ``"policy"`` (the surrogate objective, rl8's sign), ``"vf"``, ``"entropy"`` and
-        ``"total" = vf_coeff * vf - policy - entropy_coeff * entropy``.
+    """rl8's PPO loss of one batch: :func:`ppo_loss` with ``vf_loss="smooth_l1"`` of the
+    rollout's ``"actions"``, ``"logp"``, ``"advantages"`` and ``"returns"``, the policy's
+    ``"values"`` and distribution now (``dual_clip_param`` ``None`` or 0: off; entropy not
+    computed at ``entropy_coeff`` 0). Returns 0-d ``"policy"`` (the surrogate objective,
+    rl8's sign), ``"vf"``, ``"entropy"`` and ``"total"``.
 
     Examples:
         >>> from rl8lite.distributions import Categorical
         >>> from rl8lite.specs import Categorical as CategoricalSpec
         >>> dist = Categorical(torch.zeros(2, 2), CategoricalSpec(2, shape=[1]))
-        >>> rollout = TensorDict({"actions": torch.zeros(2, 1, dtype=torch.long), "logp": dist.logp(torch.zeros(2, 1)),
-        ...                       "advantages": torch.ones(2, 1), "returns": torch.ones(2, 1)}, batch_size=[2])
-        >>> losses = ppo_losses(rollout, TensorDict({"values": torch.ones(2, 1)}, batch_size=[2]), dist)
+        >>> ones, action = torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.long)
+        >>> rollout = TensorDict({"actions": action, "logp": dist.logp(action),
+        ...                       "advantages": ones, "returns": ones}, batch_size=[2])
+        >>> losses = ppo_losses(rollout, TensorDict({"values": ones}, batch_size=[2]), dist)
         >>> losses["policy"], losses["total"]
         (tensor(1.), tensor(-1.))
     """
     values = sample_batch[DataKeys.VALUES]
     logp = sample_distribution.logp(buffer_batch[DataKeys.ACTIONS])
-    entropy = sample_distribution.entropy() if entropy_coeff != 0 else torch.zeros((), device=logp.device)
+    entropy = (
+        sample_distribution.entropy() if entropy_coeff != 0
+        else torch.zeros((), device=logp.device)
+    )
     out = ppo_loss(
-        logp=logp, old_logp=buffer_batch[DataKeys.LOGP], advantages=buffer_batch[DataKeys.ADVANTAGES],
-        values=values, old_values=values, returns=buffer_batch[DataKeys.RETURNS], entropy=entropy,
+        logp=logp, old_logp=buffer_batch[DataKeys.LOGP],
+        advantages=buffer_batch[DataKeys.ADVANTAGES], values=values, old_values=values,
+        returns=buffer_batch[DataKeys.RETURNS], entropy=entropy,
         clip_param=clip_param, dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
         vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1",
     )
-    return TensorDict({"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total},
-                      batch_size=[], device=logp.device)
+    return TensorDict(
+        {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total},
+        batch_size=[], device=logp.device,
+    )

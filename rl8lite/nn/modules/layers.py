@@ -12,7 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..functional import SKIP_KINDS, skip_connection
+from ..functional import check_skip_kind, skip_connection
+
+__all__ = [
+    "ACTIVATIONS", "MLP", "Module", "PositionalEmbedding", "SequentialSkipConnection",
+    "SquaredReLU", "get_activation",
+]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -23,7 +28,6 @@ class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
     ``Module[[torch.Tensor], torch.Tensor]`` takes a tensor and returns one.
 
     Examples:
-        >>> import torch
         >>> class Double(Module[[torch.Tensor], torch.Tensor]):
         ...     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ...         return 2 * x
@@ -31,7 +35,7 @@ class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
         tensor([2., 2.])
     """
 
-    if TYPE_CHECKING:  # typed for checkers only: at run time, nn.Module's __call__ (hooks)
+    if TYPE_CHECKING:  # at run time, nn.Module's __call__ (hooks)
         def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _T: ...
 
     @abstractmethod
@@ -43,7 +47,6 @@ class SquaredReLU(Module[[torch.Tensor], torch.Tensor]):
     """``relu(x) ** 2`` (So et al. 2021, "Primer", arXiv:2109.08668).
 
     Examples:
-        >>> import torch
         >>> SquaredReLU()(torch.tensor([-1.0, 3.0]))
         tensor([0., 9.])
     """
@@ -75,19 +78,11 @@ def get_activation(name: str, /, **params: Any) -> nn.Module:
 
 
 class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
-    """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``.
-
-    Args:
-        input_dim: Input features.
-        hiddens: Output features of each linear layer; the last is the MLP's output.
-        activation_fn: Activation name (:func:`get_activation`).
-        norm_layer: Norm class (e.g. ``nn.LayerNorm``) built with each hidden width.
-        bias: Linear layers have biases.
-        dropout: Dropout probability after each hidden activation (none at 0).
-        inplace: Activations work in place.
+    """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``, ``hiddens`` the
+    output features of each linear layer, ``norm_layer`` a class (e.g. ``nn.LayerNorm``)
+    built with each hidden width, ``dropout`` after each hidden activation (none at 0).
 
     Examples:
-        >>> import torch
         >>> mlp = MLP(4, [8, 2], norm_layer=torch.nn.LayerNorm)
         >>> [type(layer).__name__ for layer in mlp]
         ['Linear', 'LayerNorm', 'ReLU', 'Linear']
@@ -96,16 +91,9 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
     """
 
     def __init__(
-        self,
-        input_dim: int,
-        hiddens: Sequence[int],
-        /,
-        *,
-        activation_fn: str = "relu",
-        norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        inplace: bool = False,
+        self, input_dim: int, hiddens: Sequence[int], /, *, activation_fn: str = "relu",
+        norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None, bias: bool = True,
+        dropout: float = 0.0, inplace: bool = False,
     ) -> None:
         if not hiddens:
             raise ValueError("an MLP needs at least one layer: hiddens is empty")
@@ -125,11 +113,10 @@ class MLP(nn.Sequential, Module[[torch.Tensor], torch.Tensor]):
 class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor]):
     """A chain of layers, each joined to its input by a skip connection: ``forward(x, y)``
     joins ``x`` to ``y``, then sets ``y = join(y, f(y))`` for each appended layer ``f``.
-    ``kind="cat"`` concatenates, then maps the ``2 * embed_dim`` features back to ``embed_dim``
-    with a linear layer; ``"residual"`` adds; ``None`` keeps ``f(y)``.
+    ``"cat"`` concatenates then maps ``2 * embed_dim`` features back to ``embed_dim``
+    (a linear layer); ``"residual"`` adds; ``None`` keeps ``f(y)``.
 
     Examples:
-        >>> import torch
         >>> skip = SequentialSkipConnection(4, kind="residual")
         >>> skip.append(torch.nn.Linear(4, 4))
         4
@@ -137,13 +124,11 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
         torch.Size([2, 3, 4])
     """
 
-    #: ``"cat"``, ``"residual"`` or ``None``.
     kind: str | None
 
     def __init__(self, embed_dim: int, kind: str | None = "cat") -> None:
         super().__init__()
-        if kind not in SKIP_KINDS:
-            raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
+        check_skip_kind(kind)
         self.kind = kind
         self._embed_dim = embed_dim
         # [fan-in of the first join, layer 1, its fan-in, layer 2, its fan-in, ...]
@@ -155,8 +140,7 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
         return nn.Identity()
 
     def append(self, module: nn.Module, /) -> int:
-        """Add ``module`` (``embed_dim`` features in and out) to the chain; returns
-        :attr:`out_features`."""
+        """Add ``module`` (``embed_dim`` features in and out); returns :attr:`out_features`."""
         self._layers.append(module)
         self._layers.append(self._fan_in())
         return self.out_features
@@ -170,32 +154,24 @@ class SequentialSkipConnection(Module[[torch.Tensor, torch.Tensor], torch.Tensor
 
     @property
     def in_features(self) -> int:
-        """``embed_dim``."""
         return self._embed_dim
 
     @property
     def out_features(self) -> int:
-        """``embed_dim``, whatever the kind."""
         return self._embed_dim
 
 
 class PositionalEmbedding(Module[[torch.Tensor], torch.Tensor]):
-    """Adds fixed sinusoidal position codes to a sequence (Vaswani et al. 2017): position
-    ``p`` gets ``sin(p / 10000^(2i / E))`` at feature ``2i`` and ``cos(...)`` at ``2i + 1``.
-
-    Args:
-        embed_dim: Features ``E`` of the sequence (odd too).
-        max_len: Longest sequence it embeds.
-        dropout: Dropout probability on the output.
+    """Adds fixed sinusoidal position codes to sequences of up to ``max_len`` steps (Vaswani
+    et al. 2017): position ``p`` gets ``sin(p / 10000^(2i / E))`` at feature ``2i`` and
+    ``cos(...)`` at ``2i + 1``; ``dropout`` applies to the output.
 
     Examples:
-        >>> import torch
         >>> PositionalEmbedding(4, 10)(torch.zeros(1, 2, 4))[0, 0]
         tensor([0., 1., 0., 1.])
     """
 
-    #: Position codes, ``[1, max_len, embed_dim]`` (a buffer).
-    pe: torch.Tensor
+    pe: torch.Tensor  # [1, max_len, embed_dim]
 
     def __init__(self, embed_dim: int, max_len: int, /, *, dropout: float = 0.0) -> None:
         super().__init__()
