@@ -1,10 +1,4 @@
-"""Gymnasium's vector envs under :class:`~rl8lite.env.GymnasiumEnv`, failures named by copy.
-
-Gymnasium's ``AsyncVectorEnv`` reports a sub-env's exception as a bare copy with its traceback
-in ``warnings`` (another exception under ``-W error``), and a dead worker as an ``EOFError``:
-:class:`ReportingAsyncVectorEnv` raises both as a :class:`~rl8lite.env.SubEnvError` naming the
-copy, after which every worker is ended.
-"""
+"""Gymnasium's vector envs under :class:`~rl8lite.env.GymnasiumEnv`, failures named by copy."""
 
 from __future__ import annotations
 
@@ -23,11 +17,10 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from .base import SubEnvError
 from .gymnasium_copy import describe_failure
 
-#: What a terminal's Ctrl-C or a scheduler sends the whole process group: the parent's to handle.
+#: What a terminal or a scheduler sends the whole process group: the parent's to handle.
 _PARENT_SIGNALS = [
     getattr(signal, s) for s in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, s)
 ]
-#: Vector env keywords rl8lite sets itself.
 _SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
@@ -49,8 +42,8 @@ def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
 def make_vector_env(
     env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str, vector_kwargs: dict[str, Any]
 ) -> VectorEnv:
-    """Gymnasium's ``SyncVectorEnv`` (``mode="sync"``) or a :class:`ReportingAsyncVectorEnv`
-    over ``env_fns``, in the same-step autoreset mode, returning its own arrays (no copies)."""
+    """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
+    in the same step and returning its own arrays (no copies)."""
     kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
     if mode == "sync":
         return SyncVectorEnv(env_fns, **kwargs)
@@ -58,8 +51,8 @@ def make_vector_env(
 
 
 def misfit_observations(vector_env: VectorEnv) -> str | None:
-    """Which copies of a ``SyncVectorEnv`` returned an observation its space's batch cannot
-    hold (Gymnasium's ``ValueError`` names none), or ``None`` if none did."""
+    """Which copies of a ``SyncVectorEnv`` returned an observation its space cannot batch
+    (Gymnasium's ``ValueError`` names none), or ``None``."""
     observations = getattr(vector_env, "_env_obs", None)  # SyncVectorEnv's latest, per copy
     if not isinstance(vector_env, SyncVectorEnv) or observations is None:
         return None
@@ -80,7 +73,7 @@ def _reporting_worker(
     error_queue: Any, *rest: Any,
 ) -> None:
     """Gymnasium's async worker, leaving the process group's signals to the parent and
-    reporting a copy that fails to build (Gymnasium builds it outside its error handling)."""
+    reporting a copy that fails to build (outside Gymnasium's error handling)."""
     for signum in _PARENT_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     try:
@@ -112,7 +105,9 @@ def _death(process: Any) -> str:
 
 
 class ReportingAsyncVectorEnv(AsyncVectorEnv):
-    """Gymnasium's ``AsyncVectorEnv``, reporting failures by sub-env (see the module docstring)."""
+    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and
+    a dead worker (an ``EOFError``) as a :class:`~rl8lite.env.SubEnvError` naming the copy,
+    after which every worker is ended."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         try:
