@@ -159,18 +159,20 @@ def apply_env_config(
 class _DummyEnv(Env):
     """A position on a line, moved by the action; the reward is minus its distance from 0."""
 
+    _discrete: ClassVar[bool]
+
     def __init__(
         self, num_envs: int, /, horizon: int | None = None, *,
         config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.observation_spec = Unbounded(1, device=self.device)
-        self.action_spec = self._action_spec()
+        if self._discrete:
+            self.action_spec = Categorical(2, shape=[1], device=self.device)
+        else:
+            self.action_spec = Unbounded(1, device=self.device)
         self.bounds = float(self.config.get("bounds", 100.0))
         self.state = torch.zeros(num_envs, 1, device=self.device)
-
-    @abstractmethod
-    def _action_spec(self) -> Spec: ...
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
         params = apply_env_config(type(self).__name__, {"bounds": self.bounds}, config)
@@ -179,8 +181,8 @@ class _DummyEnv(Env):
         self.state.uniform_(-self.bounds, self.bounds)
         return self.state.clone()
 
-    def _transition(self, delta: torch.Tensor) -> TensorDict:
-        self.state = self.state + delta
+    def step(self, action: torch.Tensor) -> TensorDict:
+        self.state = self.state + (2 * action - 1 if self._discrete else action)
         return TensorDict(
             {DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
             batch_size=[self.num_envs],
@@ -191,18 +193,10 @@ class _DummyEnv(Env):
 class ContinuousDummyEnv(_DummyEnv):
     """Dummy env whose action moves the state by any real amount (rl8's)."""
 
-    def _action_spec(self) -> Spec:
-        return Unbounded(1, device=self.device)
-
-    def step(self, action: torch.Tensor) -> TensorDict:
-        return self._transition(action)
+    _discrete = False
 
 
 class DiscreteDummyEnv(_DummyEnv):
     """Dummy env whose action moves the state one unit left (0) or right (1) (rl8's)."""
 
-    def _action_spec(self) -> Spec:
-        return Categorical(2, shape=[1], device=self.device)
-
-    def step(self, action: torch.Tensor) -> TensorDict:
-        return self._transition(2 * action - 1)
+    _discrete = True

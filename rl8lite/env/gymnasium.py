@@ -65,33 +65,25 @@ class GymnasiumEnv(Env):
         config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from . import gymnasium_spaces as spaces
-        from . import gymnasium_vector as vector
         from .gymnasium_copy import make_copy
+        from .gymnasium_spaces import action_mapping, observation_mapping
+        from .gymnasium_vector import make_vector_env
 
         self._next_seed: int | None = _first_seed(self.seed, num_envs)
-        env_fns = [
-            functools.partial(make_copy, self.source, self.make_kwargs, i,
-                              self.render_kwargs if i == 0 else {})
-            for i in range(num_envs)
-        ]
-        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
+        env_fns = [functools.partial(make_copy, self.source, kw, i) for i, kw in enumerate(kwargs)]
+        self._vector = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
         self._close = weakref.finalize(self, self._vector.close)
         self._failure: BaseException | None = None
         self._applied: dict[str, Any] = {}
         try:
-            self._observation_space = self._vector.single_observation_space
-            self.observation_spec, self._convert = spaces.observation_mapping(
-                self._observation_space, self.device
-            )
-            self.action_spec, self._env_actions = spaces.action_mapping(
-                self._vector.single_action_space, self.device
-            )
+            space = self._observation_space = self._vector.single_observation_space
+            self.observation_spec, self._convert = observation_mapping(space, self.device)
+            space = self._vector.single_action_space
+            self.action_spec, self._env_actions = action_mapping(space, self.device)
             #: The unwrapped env's plain parameters as made: a config's plain keys.
-            self.default_config: dict[str, Any]
             self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
-            if self.max_episode_steps is None:
-                self.max_episode_steps = time_limit
+            self.max_episode_steps = self.max_episode_steps or time_limit
             self._check_config(self.config)
         except BaseException:
             self.close()
@@ -113,7 +105,7 @@ class GymnasiumEnv(Env):
         name = type(self).__name__
         plain = {key: value for key, value in config.items() if key.isidentifier()}
         apply_env_config(name, self.default_config, plain)
-        paths = {key: value for key, value in config.items() if key not in plain}
+        paths = {key: value for key, value in config.items() if not key.isidentifier()}
         if not paths:
             return
         unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
@@ -125,10 +117,8 @@ class GymnasiumEnv(Env):
             raise ValueError(f"{name}: config {why}")
 
     def step(self, action: torch.Tensor) -> TensorDict:
-        n = self.num_envs
-        batch, rewards, terminated, truncated, infos = self._run(
-            self._vector.step, self._env_actions(action)
-        )
+        n, actions = self.num_envs, self._env_actions(action)
+        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, actions)
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
@@ -180,10 +170,8 @@ class GymnasiumEnv(Env):
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-            raise ValueError(
-                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)},"
-                " not [H, W, 3] uint8"
-            )
+            got = f"{frame.dtype} {list(frame.shape)}"
+            raise ValueError(f"{name}: copy 0 rendered a {got} array, not [H, W, 3] uint8")
         return frame
 
     @property
@@ -215,7 +203,7 @@ class GymnasiumEnv(Env):
             self._failure = e
             self.close()
             raise
-        except ValueError as e:  # a sync copy's observation that does not fit the batch
+        except ValueError as e:  # a sync copy's observation that does not fit the batch?
             from .gymnasium_vector import misfit_observations
 
             misfits = misfit_observations(self._vector)
@@ -227,12 +215,8 @@ class GymnasiumEnv(Env):
 
 
 def gymnasium_env(
-    env_id_or_factory: str | Callable[..., Any],
-    *,
-    vectorization_mode: str = "sync",
-    seed: int | None = None,
-    vector_kwargs: dict[str, Any] | None = None,
-    **make_kwargs: Any,
+    env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
+    seed: int | None = None, vector_kwargs: dict[str, Any] | None = None, **make_kwargs: Any,
 ) -> type[GymnasiumEnv]:
     """A :class:`GymnasiumEnv` class stepping copies of a Gymnasium env, named after the env id
     or the factory; equal calls return one class.
@@ -299,17 +283,12 @@ def gymnasium_env(
     else:
         render_kwargs = {"render_mode": "rgb_array"} if renders else {}
     cls = type(name, (GymnasiumEnv,), {
-        "__module__": __name__,
-        "__qualname__": name,
+        "__module__": __name__, "__qualname__": name,
         "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see GymnasiumEnv.",
-        "reference": reference,
-        "label": repr(options),
+        "reference": reference, "label": repr(options),
         "source": staticmethod(source) if callable(source) else source,
-        "vectorization_mode": vectorization_mode,
-        "seed": seed,
-        "make_kwargs": make_kwargs,
-        "vector_kwargs": vector_kwargs,
-        "render_kwargs": render_kwargs,
+        "vectorization_mode": vectorization_mode, "seed": seed, "make_kwargs": make_kwargs,
+        "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
         "max_episode_steps": max_episode_steps,
     })
     if key is not None:

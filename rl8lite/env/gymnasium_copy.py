@@ -173,13 +173,10 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(describe_failure(self.index, "render()", e)) from e
 
 
-def make_copy(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any], index: int,
-    render_kwargs: dict[str, Any],
-) -> CopyWrapper:
+def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: int) -> CopyWrapper:
     """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
     ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
-    kwargs = {**make_kwargs, **render_kwargs}
+    kwargs = dict(kwargs)
     try:
         if isinstance(source, str):
             env = gymnasium.make(source, **kwargs)
