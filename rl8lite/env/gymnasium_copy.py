@@ -198,38 +198,36 @@ def describe_source(
     """The class name, the longest episode (where known without a copy) and whether copy 0
     can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
     a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
+    steps = make_kwargs.get("max_episode_steps")
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
-        _check_make_kwargs(make_kwargs, source, {"max_episode_steps"}, f"the factory {name}")
+        creator, also, owner = source, {"max_episode_steps"}, f"the factory {name}"
         try:
             takes_render_mode = "render_mode" in inspect.signature(source).parameters
         except (TypeError, ValueError):
             takes_render_mode = False
-        # a factory taking render_mode offers rgb_array unless its metadata says otherwise
-        metadata = getattr(source, "metadata", None)
-        modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else ("rgb_array",)
-        steps = make_kwargs.get("max_episode_steps")
-        steps = steps if steps is None or steps > 0 else None
-        return name, steps, takes_render_mode and "rgb_array" in modes
-    module, _, name = source.rpartition(":")
-    if module:
-        importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
-    try:
-        spec = gymnasium.spec(name)
-    except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
-        raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
-    creator = spec.entry_point
-    if isinstance(creator, str):
-        creator = gymnasium.envs.registration.load_env_creator(creator)
-    owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-    _check_make_kwargs(make_kwargs, creator, {"max_episode_steps", "disable_env_checker"}, owner)
-    steps = make_kwargs.get("max_episode_steps")
-    if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
-        steps = spec.max_episode_steps
-    steps = steps if steps is None or steps > 0 else None  # -1: no limit
+        fallback_modes: tuple[str, ...] = ("rgb_array",)  # unless its metadata says otherwise
+    else:
+        module, _, name = source.rpartition(":")
+        if module:
+            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
+        try:
+            spec = gymnasium.spec(name)
+        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
+            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
+        also = {"max_episode_steps", "disable_env_checker"}
+        takes_render_mode, fallback_modes = True, ()
+        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
+            steps = spec.max_episode_steps
+    _check_make_kwargs(make_kwargs, creator, also, owner)
     metadata = getattr(creator, "metadata", None)
-    modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else ()
-    return name, steps, "rgb_array" in modes
+    modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else fallback_modes
+    steps = steps if steps is None or steps > 0 else None  # -1: no limit
+    return name, steps, takes_render_mode and "rgb_array" in modes
 
 
 def _check_make_kwargs(

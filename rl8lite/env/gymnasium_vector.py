@@ -17,10 +17,6 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from .base import SubEnvError
 from .gymnasium_copy import describe_failure
 
-#: What a terminal or a scheduler sends the whole process group: the parent's to handle.
-_PARENT_SIGNALS = [
-    getattr(signal, s) for s in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, s)
-]
 _SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
@@ -74,8 +70,9 @@ def _reporting_worker(
 ) -> None:
     """Gymnasium's async worker, leaving the process group's signals to the parent and
     reporting a copy that fails to build (outside Gymnasium's error handling)."""
-    for signum in _PARENT_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+    for name in ("SIGINT", "SIGTERM", "SIGUSR1"):  # sent to the process group: the parent's
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     try:
         env = env_fn()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
@@ -92,10 +89,7 @@ def _reporting_worker(
     _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
 
 
-def _death(process: Any) -> str:
-    code = process.exitcode
-    if code is None:
-        return "closed its pipe"
+def _death(code: int) -> str:
     if code >= 0:
         return f"exited with status {code}"
     try:
@@ -155,7 +149,7 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
                 time.sleep(0.01)
                 dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
             details = "; ".join(
-                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i])}"
+                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i].exitcode)}"
                 for i in dead
             )
             self.terminate()
