@@ -58,10 +58,6 @@ class Env(ABC):
 
     observation_spec: Spec
     action_spec: Spec
-    config: dict[str, Any]
-    num_envs: int
-    horizon: int | None
-    device: torch.device
 
     def __init__(
         self, num_envs: int, /, horizon: int | None = None, *,

@@ -218,25 +218,16 @@ def gymnasium_env(
     env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
     seed: int | None = None, vector_kwargs: dict[str, Any] | None = None, **make_kwargs: Any,
 ) -> type[GymnasiumEnv]:
-    """A :class:`GymnasiumEnv` class stepping copies of a Gymnasium env, named after the env id
-    or the factory; equal calls return one class.
+    """A :class:`GymnasiumEnv` class stepping copies of ``env_id_or_factory``: an env id as
+    ``gymnasium.make`` takes it, or a callable returning one ``gymnasium.Env``, given
+    ``make_kwargs`` (for a factory, ``max_episode_steps`` adds a ``TimeLimit``). The class is
+    named after the id or the factory; equal calls return one class.
 
-    Args:
-        env_id_or_factory: An env id, as ``gymnasium.make`` takes it (``"module:Env-v0"``
-            too), or a callable returning one copy (a ``gymnasium.Env``), called with
-            ``make_kwargs``.
-        vectorization_mode: ``"sync"`` (every copy in this process) or ``"async"`` (one worker
-            process per copy).
-        seed: Base seed of the first reset (default: drawn from torch's global RNG).
-        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``).
-        **make_kwargs: Keywords of ``gymnasium.make`` or of the factory (for which
-            ``max_episode_steps`` adds a ``TimeLimit``). ``render_mode`` goes to copy 0 only,
-            ``"rgb_array"`` by default where the env offers it.
-
-    Raises:
-        ImportError: Gymnasium is not installed.
-        ValueError: An unknown env id or ``vectorization_mode``, or a negative ``seed``.
-        TypeError: A keyword the env, the factory or the vector env does not take.
+    ``vectorization_mode`` is ``"sync"`` (every copy in this process) or ``"async"`` (a worker
+    process per copy); ``seed`` the first reset's base seed (default: drawn from torch's RNG);
+    ``vector_kwargs`` more keywords for the vector env. ``render_mode`` goes to copy 0 only
+    (``"rgb_array"`` where the env offers it). A keyword nothing takes is a ``TypeError``, an
+    unknown env id a ``ValueError``, a missing Gymnasium an ``ImportError``.
 
     Examples:
         >>> from rl8lite import Algorithm

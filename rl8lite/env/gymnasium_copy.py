@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import re
@@ -97,6 +98,9 @@ class CopyWrapper(gymnasium.Wrapper):
             wrapper = wrapper.env
         return found, min(limits, default=None)
 
+    def _resolve(self, steps: list[tuple[bool, Any]]) -> Any:
+        return functools.reduce(_get, steps, self.unwrapped)
+
     def rl8lite_check_paths(self, paths: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
         """Why each unknown path is unknown and why each value misfits its path; records the
         original value at each path that fits."""
@@ -114,8 +118,8 @@ class CopyWrapper(gymnasium.Wrapper):
         return unknown, mismatched
 
     def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
-        """Put back the original value of each key in ``restore``, then set ``changes`` on the
-        unwrapped env (a path is written in place)."""
+        """Put back the original value of each key in ``restore`` (a class attribute shows
+        again), then set ``changes`` on the unwrapped env (a path is written in place)."""
         env = self.unwrapped
         try:
             for key in restore:
@@ -136,12 +140,6 @@ class CopyWrapper(gymnasium.Wrapper):
                 setattr(env, key, value)
         except Exception as e:
             raise SubEnvError(describe_failure(self.index, "the config", e)) from e
-
-    def _resolve(self, steps: list[tuple[bool, Any]]) -> Any:
-        obj = self.unwrapped
-        for step in steps:
-            obj = _get(obj, step)
-        return obj
 
     def _write(self, path: str, value: Any) -> None:
         """Arrays are written in place (MuJoCo's are views of the simulator's model); a

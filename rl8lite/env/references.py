@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..runtime.imports import dotted_path, import_dotted_path
+from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .gymnasium import GymnasiumEnv, gymnasium_env
 
 GYMNASIUM_PREFIX = "gymnasium:"
@@ -47,10 +47,7 @@ def env_label(env_cls: type) -> str:
     """
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         return env_cls.label
-    try:
-        return dotted_path(env_cls)
-    except ImportError:
-        return f"{env_cls.__module__}.{env_cls.__qualname__}"
+    return qualified_name(env_cls)
 
 
 def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
