@@ -13,15 +13,7 @@ from .gymnasium import GymnasiumEnv, gymnasium_env
 from .references import env_label, env_reference, import_env_class
 
 __all__ = [
-    "ContinuousDummyEnv",
-    "DiscreteDummyEnv",
-    "Env",
-    "EnvConfigError",
-    "GymnasiumEnv",
-    "SubEnvError",
-    "apply_env_config",
-    "env_label",
-    "env_reference",
-    "gymnasium_env",
+    "ContinuousDummyEnv", "DiscreteDummyEnv", "Env", "EnvConfigError", "GymnasiumEnv",
+    "SubEnvError", "apply_env_config", "env_label", "env_reference", "gymnasium_env",
     "import_env_class",
 ]

@@ -1,7 +1,6 @@
 """Ordinary Gymnasium environments as rl8lite envs, over Gymnasium's own vector envs.
 
-Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported only when
-:func:`gymnasium_env` is called.
+Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported on first use.
 """
 
 from __future__ import annotations
@@ -19,66 +18,46 @@ from tensordict import TensorDict
 
 from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path
-from .base import Env, EnvConfigError, SubEnvError, apply_env_config
+from .base import Env, EnvConfigError, SubEnvError, apply_env_config, is_plain
 
-#: Classes made by :func:`gymnasium_env`, by their reference (or, for a factory no dotted path
-#: names, by the factory object and the options), so equal calls give one class.
+#: The classes :func:`gymnasium_env` made, by their options: equal calls give one class.
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
 
 
-def _require_gymnasium() -> Any:
-    try:
-        import gymnasium
-    except ImportError as e:
-        raise ImportError(
-            "rl8lite.env.gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]"
-        ) from e
-    return gymnasium
-
-
-def _rank() -> int:
-    """This process's global rank under ``torchrun`` (``RANK``), else 0."""
-    return int(os.environ.get("RANK", "0"))
-
-
-def _draw_seed() -> int:
-    """A base seed from torch's global RNG (so ``Algorithm(..., seed=s)`` fixes it)."""
-    return int(torch.randint(0, 2**31 - 1, ()).item())
+def _first_seed(base: int | None, num_envs: int) -> int:
+    """Copy 0's seed: ``base`` (else drawn from torch's RNG) + the ``torchrun`` rank's offset."""
+    if base is None:
+        base = int(torch.randint(0, 2**31 - 1, ()).item())
+    return base + int(os.environ.get("RANK", "0")) * num_envs
 
 
 class GymnasiumEnv(Env):
     """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env.
 
-    The copies step in Gymnasium's same-step autoreset mode: a finished copy's next first
-    observation is in ``"obs"``, its last one in ``"final_obs"``. The first reset seeds copy
-    ``i`` with ``base + rank * num_envs + i`` (``base``: the ``seed`` option, else drawn from
-    torch's RNG; ``rank``: ``RANK`` under ``torchrun``); later resets do not reseed.
+    The copies autoreset in the same step: a finished copy's next first observation is in
+    ``"obs"``, its last one in ``"final_obs"``. The first reset seeds copy ``i`` with
+    ``seed + rank * num_envs + i`` (``seed`` drawn from torch's RNG if not given; ``rank``:
+    ``RANK`` under ``torchrun``); later resets do not reseed.
 
-    ``reset(config={...})`` sets values on every copy's unwrapped env until a reset with
-    another config; ``config=None`` restores those the env was built with (the constructor's
-    ``config`` over the env's own). A key is a public attribute holding plain data (Acrobot's
-    ``LINK_MASS_1``; see :attr:`default_config`) or a dotted path with indices into the
-    unwrapped env (``"model.opt.gravity"``, ``"model.body_mass[1]"``: a MuJoCo env's physics),
-    written in place. What the env derives from them in ``__init__`` is not recomputed.
-
-    :attr:`max_episode_steps` is the class's (the registered limit, or the keyword's) or, for
-    a factory without one, the ``TimeLimit`` among copy 0's wrappers. The copies' states live
-    in Gymnasium objects, outside :meth:`state_dict`: a restored algorithm resets the env.
+    ``reset(config={...})`` sets values on every copy's unwrapped env; ``config=None`` restores
+    the env's own values under the constructor's ``config``. A key is a public attribute holding
+    plain data (see :attr:`default_config`) or a path into the unwrapped env, written in place
+    (``"model.body_mass[1]"``: a MuJoCo env's physics); what the env derived from it in
+    ``__init__`` is not recomputed. The copies' states live outside :meth:`state_dict`.
     """
 
     restores_state: ClassVar[bool] = False
-    #: What :func:`gymnasium_env` was called with, as plain data (``None`` when it cannot be:
-    #: a factory without a dotted path, or options that are not numbers, strings, lists, dicts).
+    #: The options as plain data (``None`` where they are not: a factory no dotted path names).
     reference: ClassVar[dict[str, Any] | None] = None
-    #: The options as one string, a factory named by its own module and name (for tracking).
+    #: The options as one string, for tracking.
     label: ClassVar[str] = ""
-    #: The env id (``gymnasium.make``'s) or the factory making one copy.
+    #: The env id or the factory making one copy.
     source: ClassVar[str | Callable[..., Any]]
     vectorization_mode: ClassVar[str] = "sync"
     seed: ClassVar[int | None] = None
     make_kwargs: ClassVar[dict[str, Any]] = {}
     vector_kwargs: ClassVar[dict[str, Any]] = {}
-    #: Extra keywords for copy 0 (``render_mode="rgb_array"`` where the env offers it).
+    #: Extra keywords for copy 0 (``render_mode``).
     render_kwargs: ClassVar[dict[str, Any]] = {}
 
     def __init__(
@@ -86,34 +65,25 @@ class GymnasiumEnv(Env):
         config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from . import gymnasium_spaces as spaces
-        from . import gymnasium_vector as vector
         from .gymnasium_copy import make_copy
+        from .gymnasium_spaces import action_mapping, observation_mapping
+        from .gymnasium_vector import make_vector_env
 
-        base = self.seed if self.seed is not None else _draw_seed()
-        self._next_seed: int | None = base + _rank() * num_envs
-        env_fns = [
-            functools.partial(make_copy, self.source, self.make_kwargs, i,
-                              self.render_kwargs if i == 0 else {})
-            for i in range(num_envs)
-        ]
-        self._vector = vector.make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        self._next_seed: int | None = _first_seed(self.seed, num_envs)
+        kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
+        env_fns = [functools.partial(make_copy, self.source, kw, i) for i, kw in enumerate(kwargs)]
+        self._vector = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
         self._close = weakref.finalize(self, self._vector.close)
         self._failure: BaseException | None = None
         self._applied: dict[str, Any] = {}
         try:
-            self._observation_space = self._vector.single_observation_space
-            self.observation_spec, self._convert = spaces.observation_mapping(
-                self._observation_space, self.device
-            )
-            self.action_spec, self._env_actions = spaces.action_mapping(
-                self._vector.single_action_space, self.device
-            )
-            #: The unwrapped env's plain parameters as it was made: the plain keys of a config.
-            self.default_config: dict[str, Any]
+            space = self._observation_space = self._vector.single_observation_space
+            self.observation_spec, self._convert = observation_mapping(space, self.device)
+            space = self._vector.single_action_space
+            self.action_spec, self._env_actions = action_mapping(space, self.device)
+            #: The unwrapped env's plain parameters as made: a config's plain keys.
             self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
-            if self.max_episode_steps is None:
-                self.max_episode_steps = time_limit
+            self.max_episode_steps = self.max_episode_steps or time_limit
             self._check_config(self.config)
         except BaseException:
             self.close()
@@ -121,7 +91,7 @@ class GymnasiumEnv(Env):
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
         target = {**self.config, **(config or {})}
-        self._check_config(target)  # before any change
+        self._check_config(target)
         restore = [key for key in self._applied if key not in target]
         if target or restore:
             self._run(self._vector.call, "rl8lite_configure", target, restore)
@@ -131,11 +101,11 @@ class GymnasiumEnv(Env):
         return self._convert(obs, self.num_envs)
 
     def _check_config(self, config: dict[str, Any]) -> None:
-        """An unknown key or path is an :class:`EnvConfigError`; a misshapen value, a ValueError."""
+        """An unknown key or path is an :class:`EnvConfigError`, a misshapen value a ValueError."""
         name = type(self).__name__
         plain = {key: value for key, value in config.items() if key.isidentifier()}
         apply_env_config(name, self.default_config, plain)
-        paths = {key: value for key, value in config.items() if key not in plain}
+        paths = {key: value for key, value in config.items() if not key.isidentifier()}
         if not paths:
             return
         unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
@@ -147,15 +117,12 @@ class GymnasiumEnv(Env):
             raise ValueError(f"{name}: config {why}")
 
     def step(self, action: torch.Tensor) -> TensorDict:
-        n = self.num_envs
-        batch, rewards, terminated, truncated, infos = self._run(
-            self._vector.step, self._env_actions(action)
-        )
+        n, actions = self.num_envs, self._env_actions(action)
+        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, actions)
         obs = final_obs = self._convert(batch, n)
-        if "final_obs" in infos:  # the last observations of the copies that finished
+        if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
-        # The vector env's arrays are new each step: wrapped without copies, the reward cast by
-        # numpy (half the time of torch's ``to`` for 32 copies).
+        # The vector env's arrays are new each step: wrapped without copies.
         return TensorDict(
             {
                 DataKeys.OBS: obs,
@@ -173,9 +140,9 @@ class GymnasiumEnv(Env):
         return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
-        """``obs`` with the rows of the copies that finished replaced by their last observations."""
+        """``obs`` with the finished copies' rows replaced by their last observations."""
         done = np.flatnonzero(infos["_final_obs"])
-        if isinstance(batch, np.ndarray):  # a patched copy, converted once: 2x faster than by rows
+        if isinstance(batch, np.ndarray):  # patched, then converted once
             final = batch.copy()
             for i in done:
                 final[i] = infos["final_obs"][i]
@@ -190,12 +157,8 @@ class GymnasiumEnv(Env):
         return final_obs
 
     def render(self) -> np.ndarray:
-        """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]`` (only copy 0 renders).
-
-        Raises:
-            NotImplementedError: Copy 0 was made without ``render_mode="rgb_array"``, or the
-                env's renderer is not installed (e.g. pygame for classic control).
-        """
+        """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]``; ``NotImplementedError`` where copy 0
+        was made without ``render_mode="rgb_array"`` or its renderer is not installed."""
         name, mode = type(self).__name__, self._vector.render_mode
         if mode != "rgb_array":
             raise NotImplementedError(
@@ -207,20 +170,17 @@ class GymnasiumEnv(Env):
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-            raise ValueError(
-                f"{name}: copy 0 rendered a {frame.dtype} array {list(frame.shape)},"
-                " not [H, W, 3] uint8"
-            )
+            got = f"{frame.dtype} {list(frame.shape)}"
+            raise ValueError(f"{name}: copy 0 rendered a {got} array, not [H, W, 3] uint8")
         return frame
 
     @property
     def vector_env(self) -> Any:
-        """Gymnasium's vector env under this env, to inspect; stepping or resetting it
-        directly leaves this env's view of its copies behind."""
+        """Gymnasium's vector env under this env, to inspect (not to step or reset)."""
         return self._vector
 
     def close(self) -> None:
-        """Close every copy and end the worker processes (also on garbage collection, exit)."""
+        """Close every copy and end the worker processes (also on garbage collection)."""
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
@@ -228,12 +188,12 @@ class GymnasiumEnv(Env):
         return {"config": dict(self._applied)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Prepare the reset that follows a restore: a new base seed from torch's RNG."""
-        del state  # the next reset applies its own config
-        self._next_seed = _draw_seed() + _rank() * self.num_envs
+        """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
+        del state
+        self._next_seed = _first_seed(None, self.num_envs)
 
     def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a vector env method; after a sub-env failure the env is closed for good."""
+        """Call a vector env method; a sub-env failure closes the env for good."""
         if self._failure is not None or self._vector.closed:
             reason = f" after sub-env failure: {self._failure}" if self._failure else ""
             raise RuntimeError(f"{type(self).__name__} is closed{reason}")
@@ -243,7 +203,7 @@ class GymnasiumEnv(Env):
             self._failure = e
             self.close()
             raise
-        except ValueError as e:  # a sync copy's observation that does not fit the batch
+        except ValueError as e:  # a sync copy's observation that does not fit the batch?
             from .gymnasium_vector import misfit_observations
 
             misfits = misfit_observations(self._vector)
@@ -255,37 +215,19 @@ class GymnasiumEnv(Env):
 
 
 def gymnasium_env(
-    env_id_or_factory: str | Callable[..., Any],
-    *,
-    vectorization_mode: str = "sync",
-    seed: int | None = None,
-    vector_kwargs: dict[str, Any] | None = None,
-    **make_kwargs: Any,
+    env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
+    seed: int | None = None, vector_kwargs: dict[str, Any] | None = None, **make_kwargs: Any,
 ) -> type[GymnasiumEnv]:
-    """An :class:`~rl8lite.Env` class stepping copies of a Gymnasium env (a :class:`GymnasiumEnv`).
+    """A :class:`GymnasiumEnv` class stepping copies of ``env_id_or_factory``: an env id as
+    ``gymnasium.make`` takes it, or a callable returning one ``gymnasium.Env``, given
+    ``make_kwargs`` (for a factory, ``max_episode_steps`` adds a ``TimeLimit``). The class is
+    named after the id or the factory; equal calls return one class.
 
-    Args:
-        env_id_or_factory: A registered env id, as ``gymnasium.make`` takes it
-            (``"Acrobot-v1"``, ``"module:Env-v0"``), or a callable returning one copy (a
-            ``gymnasium.Env``, wrappers included), called with ``make_kwargs``.
-        vectorization_mode: ``"sync"`` (Gymnasium's ``SyncVectorEnv``: every copy in this
-            process) or ``"async"`` (its ``AsyncVectorEnv``: one worker process per copy).
-        seed: Base seed of the first reset (default: drawn from torch's global RNG).
-        vector_kwargs: More keywords for the vector env (e.g. ``context="spawn"``).
-        **make_kwargs: Keywords of ``gymnasium.make`` (``max_episode_steps``, env parameters)
-            or of the factory (where ``max_episode_steps`` adds a ``TimeLimit``).
-            ``render_mode`` goes to copy 0 only; without it, copy 0 gets ``"rgb_array"`` when
-            the env offers it (factories: when they take ``render_mode``).
-
-    Returns:
-        The env class, named after the env id or the factory; equal calls return one class.
-
-    Raises:
-        ImportError: Gymnasium is not installed.
-        ValueError: An env id Gymnasium does not know, an unknown ``vectorization_mode``
-            or a negative ``seed``.
-        TypeError: ``env_id_or_factory`` is neither a string nor callable, or a keyword the
-            env (or the factory, or ``gymnasium.make``) or the vector env does not take.
+    ``vectorization_mode`` is ``"sync"`` (every copy in this process) or ``"async"`` (a worker
+    process per copy); ``seed`` the first reset's base seed (default: drawn from torch's RNG);
+    ``vector_kwargs`` more keywords for the vector env. ``render_mode`` goes to copy 0 only
+    (``"rgb_array"`` where the env offers it). A keyword nothing takes is a ``TypeError``, an
+    unknown env id a ``ValueError``, a missing Gymnasium an ``ImportError``.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -297,7 +239,10 @@ def gymnasium_env(
         32.0
         >>> algo.close()
     """
-    _require_gymnasium()
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError as e:
+        raise ImportError("gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]") from e
     source = env_id_or_factory
     if vectorization_mode not in ("sync", "async"):
         raise ValueError(
@@ -311,7 +256,7 @@ def gymnasium_env(
     options, reference = _options(source, vectorization_mode, seed, vector_kwargs, make_kwargs)
     if reference is not None:
         key: Any = json.dumps(reference, sort_keys=True)
-    else:  # the factory object itself (no path names it) and the options
+    else:  # the factory itself, where no path names it
         key = (source, repr(sorted(options.items())))
         try:
             hash(key)
@@ -329,17 +274,12 @@ def gymnasium_env(
     else:
         render_kwargs = {"render_mode": "rgb_array"} if renders else {}
     cls = type(name, (GymnasiumEnv,), {
-        "__module__": __name__,
-        "__qualname__": name,
+        "__module__": __name__, "__qualname__": name,
         "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see GymnasiumEnv.",
-        "reference": reference,
-        "label": repr(options),
+        "reference": reference, "label": repr(options),
         "source": staticmethod(source) if callable(source) else source,
-        "vectorization_mode": vectorization_mode,
-        "seed": seed,
-        "make_kwargs": make_kwargs,
-        "vector_kwargs": vector_kwargs,
-        "render_kwargs": render_kwargs,
+        "vectorization_mode": vectorization_mode, "seed": seed, "make_kwargs": make_kwargs,
+        "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
         "max_episode_steps": max_episode_steps,
     })
     if key is not None:
@@ -351,8 +291,8 @@ def _options(
     source: str | Callable[..., Any], mode: str, seed: int | None,
     vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The options as a dict (a factory named by its own module and name), and again as the
-    reference where it is one: plain data, and a factory's path imports back to it."""
+    """The options (a factory named by its module and name), and again as the reference where
+    they are plain data and the factory's path imports back to it."""
     if isinstance(source, str):
         options: dict[str, Any] = {"gymnasium": source}
         nameable = True
@@ -372,14 +312,4 @@ def _options(
     if vector_kwargs:
         options["vector_kwargs"] = vector_kwargs
     options.update(make_kwargs)
-    return options, options if nameable and _is_plain(options) else None
-
-
-def _is_plain(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and _is_plain(v) for k, v in value.items()
-    )
+    return options, options if nameable and is_plain(options) else None

@@ -1,10 +1,11 @@
-"""One copy of a Gymnasium env: what it is made from, and the wrapper that names it in its
-exceptions, sets and restores its config, and renders copy 0 only."""
+"""One copy of a Gymnasium env: how it is made, and the wrapper that names it in its exceptions,
+sets and restores its config, and renders for copy 0 only."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import re
@@ -18,7 +19,7 @@ import numpy as np
 from .base import SubEnvError
 
 _GYMNASIUM_ENV_ATTRIBUTES = frozenset(dir(gymnasium.Env))
-_CLASS_ATTRIBUTE = object()  # marks a parameter that was a class attribute before it was set
+_CLASS_ATTRIBUTE = object()  # the original of a config key that was a class attribute
 _PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*|\[[^\]]+\])*")
 _STEP = re.compile(r"\.?([A-Za-z_]\w*)|\[([^\]]+)\]")
 
@@ -61,8 +62,7 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 
 class CopyWrapper(gymnasium.Wrapper):
-    """Copy ``index`` of a vector env: names itself in its env's exceptions, sets and restores
-    config values on the unwrapped env, and renders for copy 0 only."""
+    """Copy ``index`` of a vector env (see the module docstring)."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)
@@ -83,7 +83,7 @@ class CopyWrapper(gymnasium.Wrapper):
 
     def rl8lite_describe(self) -> tuple[dict[str, Any], int | None]:
         """The unwrapped env's public attributes holding numbers, strings or lists of them, and
-        the smallest ``TimeLimit`` among the wrappers (``None`` without one)."""
+        the smallest ``TimeLimit`` among the wrappers."""
         env, found = self.unwrapped, {}
         for name in dir(env):
             if name.startswith("_") or name in _GYMNASIUM_ENV_ATTRIBUTES:
@@ -98,9 +98,12 @@ class CopyWrapper(gymnasium.Wrapper):
             wrapper = wrapper.env
         return found, min(limits, default=None)
 
+    def _resolve(self, steps: list[tuple[bool, Any]]) -> Any:
+        return functools.reduce(_get, steps, self.unwrapped)
+
     def rl8lite_check_paths(self, paths: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Why each unknown path is unknown, and why each value does not fit its path; records
-        the value now at each path that fits (before any copy changes it)."""
+        """Why each unknown path is unknown and why each value misfits its path; records the
+        original value at each path that fits."""
         unknown, mismatched = {}, {}
         for path, value in paths.items():
             try:
@@ -115,11 +118,8 @@ class CopyWrapper(gymnasium.Wrapper):
         return unknown, mismatched
 
     def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
-        """Set ``changes`` on the unwrapped env; put back the original value of each of ``restore``.
-
-        A plain key is set as an attribute (a class attribute shows again when restored); a
-        path is written in place.
-        """
+        """Put back the original value of each key in ``restore`` (a class attribute shows
+        again), then set ``changes`` on the unwrapped env (a path is written in place)."""
         env = self.unwrapped
         try:
             for key in restore:
@@ -141,12 +141,6 @@ class CopyWrapper(gymnasium.Wrapper):
         except Exception as e:
             raise SubEnvError(describe_failure(self.index, "the config", e)) from e
 
-    def _resolve(self, steps: list[tuple[bool, Any]]) -> Any:
-        obj = self.unwrapped
-        for step in steps:
-            obj = _get(obj, step)
-        return obj
-
     def _write(self, path: str, value: Any) -> None:
         """Arrays are written in place (MuJoCo's are views of the simulator's model); a
         class-level list, dict or array is first copied onto the env, never changed for all."""
@@ -166,8 +160,7 @@ class CopyWrapper(gymnasium.Wrapper):
             setattr(parent, key, value)
 
     def rl8lite_render(self) -> Any:
-        """Copy 0's frame (``None`` from the others), or why it has none, as a string, when
-        the env's renderer is not installed (e.g. pygame)."""
+        """Copy 0's frame (``None`` from the others), or why it has none as a string."""
         if self.index != 0:
             return None
         try:
@@ -178,13 +171,10 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(describe_failure(self.index, "render()", e)) from e
 
 
-def make_copy(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any], index: int,
-    render_kwargs: dict[str, Any],
-) -> CopyWrapper:
+def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: int) -> CopyWrapper:
     """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
     ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
-    kwargs = {**make_kwargs, **render_kwargs}
+    kwargs = dict(kwargs)
     try:
         if isinstance(source, str):
             env = gymnasium.make(source, **kwargs)
@@ -204,66 +194,52 @@ def describe_source(
     source: str | Callable[..., Any], make_kwargs: dict[str, Any]
 ) -> tuple[str, int | None, bool]:
     """The class name, the longest episode (where known without a copy) and whether copy 0
-    can render ``rgb_array``, of an env id or a factory; checks ``make_kwargs`` against it.
-
-    Raises:
-        ValueError: Gymnasium has no env ``source``.
-        TypeError: A keyword the env's creator (with ``gymnasium.make``) or the factory
-            does not take.
-    """
+    can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
+    a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
+    steps = make_kwargs.get("max_episode_steps")
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
-        _check_make_kwargs(make_kwargs, source, {"max_episode_steps"}, f"the factory {name}")
+        creator, also, owner = source, {"max_episode_steps"}, f"the factory {name}"
         try:
             takes_render_mode = "render_mode" in inspect.signature(source).parameters
         except (TypeError, ValueError):
             takes_render_mode = False
-        # a factory taking render_mode is trusted to offer rgb_array unless its metadata says
-        metadata = getattr(source, "metadata", None)
-        modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else ("rgb_array",)
-        steps = make_kwargs.get("max_episode_steps")
-        steps = steps if steps is None or steps > 0 else None
-        return name, steps, takes_render_mode and "rgb_array" in modes
-    module, _, name = source.rpartition(":")
-    if module:
-        importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
-    try:
-        spec = gymnasium.spec(name)
-    except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
-        raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
-    creator = spec.entry_point
-    if isinstance(creator, str):
-        creator = gymnasium.envs.registration.load_env_creator(creator)
-    owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-    _check_make_kwargs(make_kwargs, creator, {"max_episode_steps", "disable_env_checker"}, owner)
-    steps = make_kwargs.get("max_episode_steps")
-    if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
-        steps = spec.max_episode_steps
-    steps = steps if steps is None or steps > 0 else None  # -1: no limit
+        fallback_modes: tuple[str, ...] = ("rgb_array",)  # unless its metadata says otherwise
+    else:
+        module, _, name = source.rpartition(":")
+        if module:
+            importlib.import_module(module)  # as gymnasium.make does for "module:Env-v0"
+        try:
+            spec = gymnasium.spec(name)
+        except gymnasium.error.Error as e:  # NameNotFound, VersionNotFound, ...
+            raise ValueError(f"no Gymnasium env {source!r}: {e}") from e
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gymnasium.envs.registration.load_env_creator(creator)
+        owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
+        also = {"max_episode_steps", "disable_env_checker"}
+        takes_render_mode, fallback_modes = True, ()
+        if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
+            steps = spec.max_episode_steps
+    _check_make_kwargs(make_kwargs, creator, also, owner)
     metadata = getattr(creator, "metadata", None)
-    modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else ()
-    return name, steps, "rgb_array" in modes
-
-
-def _keywords(fn: Callable[..., Any]) -> set[str] | None:
-    """The keyword names ``fn`` takes, or ``None`` when it takes any or has no signature."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} - {"self"}
+    modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else fallback_modes
+    steps = steps if steps is None or steps > 0 else None  # -1: no limit
+    return name, steps, takes_render_mode and "rgb_array" in modes
 
 
 def _check_make_kwargs(
     make_kwargs: dict[str, Any], creator: Callable[..., Any], also: set[str], owner: str
 ) -> None:
-    """A keyword ``creator`` does not take (beyond ``also`` and ``render_mode``) is an error now,
-    naming it, rather than a failure of every copy later."""
-    accepted = _keywords(creator)
-    if accepted is None:
+    """A keyword ``creator`` does not take (beyond ``also`` and ``render_mode``) is an error now
+    rather than a failure of every copy later."""
+    try:
+        parameters = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):
         return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    accepted = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} - {"self"}
     unknown = sorted(set(make_kwargs) - accepted - also - {"render_mode"})
     if unknown:
         raise TypeError(

@@ -1,11 +1,4 @@
-"""Gymnasium spaces as rl8lite specs, and batches of their numpy values as tensors.
-
-Observations: ``Box`` (float64 as float32), ``Discrete`` and ``MultiDiscrete`` (as category
-indices, ``x - start``), ``MultiBinary``, and ``Dict``/``Tuple`` of them (``Composite``; a
-Tuple's keys are ``"0"``, ``"1"``, ...). Actions: ``Discrete`` (the env gets ``a + start``)
-and float ``Box`` (``Unbounded`` where a bound is infinite for float32; the env gets the
-action clipped to the bounds, the buffer keeps the raw sample).
-"""
+"""Gymnasium spaces as rl8lite specs, and batches of their numpy values as tensors."""
 
 from __future__ import annotations
 
@@ -20,18 +13,16 @@ from tensordict import TensorDict
 
 from ..specs import Bounded, Categorical, Composite, MultiCategorical, Spec, Unbounded
 
-#: ``convert(batch, n)``: a batch of ``n`` numpy values of a space as a tensor or TensorDict.
 ObservationConverter = Callable[[Any, int], "torch.Tensor | TensorDict"]
 ActionConverter = Callable[[torch.Tensor], np.ndarray]
 
 
 class UnsupportedSpaceError(TypeError):
-    """A Gymnasium space has no rl8lite spec (or no policy samples it); the message names it."""
+    """A Gymnasium space has no rl8lite spec, or no policy samples it."""
 
 
 def to_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A copy of ``array`` as a ``dtype`` tensor on ``device`` (vector envs reuse their arrays);
-    on CPU one numpy ``astype`` copies and casts (2.5x faster than torch's ``to``)."""
+    """A copy of ``array`` (vector envs reuse theirs) as a ``dtype`` tensor on ``device``."""
     array = np.asarray(array)
     if device.type == "cpu":
         return torch.from_numpy(array.astype(_numpy_dtype(dtype), order="C"))
@@ -52,10 +43,9 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 def observation_mapping(
     space: spaces.Space, device: torch.device
 ) -> tuple[Spec, ObservationConverter]:
-    """The spec of one copy's observations and the converter of a batch of them.
-
-    Raises:
-        UnsupportedSpaceError: ``space`` (or a part of it) has no spec.
+    """The spec of one copy's observations and the converter ``(batch, n) -> tensor`` of a
+    batch of them: ``Box`` (float64 as float32), ``Discrete`` and ``MultiDiscrete`` (as indices
+    from ``start``), ``MultiBinary``, and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
 
     Examples:
         >>> import torch
@@ -97,16 +87,14 @@ def observation_mapping(
         return composite, convert
     raise UnsupportedSpaceError(
         f"observation space {space} has no rl8lite spec: Box, Discrete, MultiDiscrete, MultiBinary,"
-        " and Dict/Tuple of them are supported (wrap the env, e.g. with a gymnasium"
-        " ObservationWrapper, to offer one of those)"
+        " and Dict/Tuple of them are supported (a gymnasium ObservationWrapper can offer one)"
     )
 
 
 def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ActionConverter]:
-    """The action spec the policy samples and the converter of a batch of its actions for the env.
-
-    Raises:
-        UnsupportedSpaceError: No rl8lite policy samples ``space``.
+    """The action spec the policy samples and the converter of a batch of actions for the env:
+    ``Discrete`` (the env gets ``a + start``) and float ``Box`` (``Unbounded`` where float32
+    cannot span the bounds; the env gets the action clipped to them).
 
     Examples:
         >>> import torch
@@ -118,13 +106,10 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
     if isinstance(space, spaces.Discrete):
         start = int(space.start)
         spec: Spec = Categorical(int(space.n), shape=[1], device=device)
-        if start:
-            return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1) + start
-        return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1)
+        return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1) + start
     if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
         low, high, dtype = space.low, space.high, space.dtype
-        # The policy samples float32: bounds are finite for it when their width is (a float64
-        # bound of +-1e300, or +-finfo(float32).max, is how envs often write "unbounded").
+        # float32 samples: envs often write "unbounded" as +-1e300 or +-finfo(float32).max
         with np.errstate(over="ignore", invalid="ignore"):
             width = high.astype(np.float32) - low.astype(np.float32)
         if np.isfinite(width).all():
@@ -138,6 +123,5 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         return spec, clipped
     raise UnsupportedSpaceError(
         f"action space {space} cannot be served by an rl8lite policy, which samples Discrete or"
-        " float Box actions: wrap the env (e.g. with a gymnasium ActionWrapper) to offer one of"
-        " those"
+        " float Box actions (a gymnasium ActionWrapper can offer one)"
     )

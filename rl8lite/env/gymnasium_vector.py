@@ -1,10 +1,4 @@
-"""Gymnasium's vector envs under :class:`~rl8lite.env.GymnasiumEnv`, failures named by copy.
-
-Gymnasium's ``AsyncVectorEnv`` reports a sub-env's exception as a bare copy with its traceback
-in ``warnings`` (another exception under ``-W error``), and a dead worker as an ``EOFError``:
-:class:`ReportingAsyncVectorEnv` raises both as a :class:`~rl8lite.env.SubEnvError` naming the
-copy, after which every worker is ended.
-"""
+"""Gymnasium's vector envs under :class:`~rl8lite.env.GymnasiumEnv`, failures named by copy."""
 
 from __future__ import annotations
 
@@ -23,11 +17,6 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from .base import SubEnvError
 from .gymnasium_copy import describe_failure
 
-#: What a terminal's Ctrl-C or a scheduler sends the whole process group: the parent's to handle.
-_PARENT_SIGNALS = [
-    getattr(signal, s) for s in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, s)
-]
-#: Vector env keywords rl8lite sets itself.
 _SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
@@ -49,8 +38,8 @@ def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
 def make_vector_env(
     env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str, vector_kwargs: dict[str, Any]
 ) -> VectorEnv:
-    """Gymnasium's ``SyncVectorEnv`` (``mode="sync"``) or a :class:`ReportingAsyncVectorEnv`
-    over ``env_fns``, in the same-step autoreset mode, returning its own arrays (no copies)."""
+    """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
+    in the same step and returning its own arrays (no copies)."""
     kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
     if mode == "sync":
         return SyncVectorEnv(env_fns, **kwargs)
@@ -58,8 +47,8 @@ def make_vector_env(
 
 
 def misfit_observations(vector_env: VectorEnv) -> str | None:
-    """Which copies of a ``SyncVectorEnv`` returned an observation its space's batch cannot
-    hold (Gymnasium's ``ValueError`` names none), or ``None`` if none did."""
+    """Which copies of a ``SyncVectorEnv`` returned an observation its space cannot batch
+    (Gymnasium's ``ValueError`` names none), or ``None``."""
     observations = getattr(vector_env, "_env_obs", None)  # SyncVectorEnv's latest, per copy
     if not isinstance(vector_env, SyncVectorEnv) or observations is None:
         return None
@@ -80,9 +69,10 @@ def _reporting_worker(
     error_queue: Any, *rest: Any,
 ) -> None:
     """Gymnasium's async worker, leaving the process group's signals to the parent and
-    reporting a copy that fails to build (Gymnasium builds it outside its error handling)."""
-    for signum in _PARENT_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+    reporting a copy that fails to build (outside Gymnasium's error handling)."""
+    for name in ("SIGINT", "SIGTERM", "SIGUSR1"):  # sent to the process group: the parent's
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     try:
         env = env_fn()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
@@ -99,10 +89,7 @@ def _reporting_worker(
     _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
 
 
-def _death(process: Any) -> str:
-    code = process.exitcode
-    if code is None:
-        return "closed its pipe"
+def _death(code: int) -> str:
     if code >= 0:
         return f"exited with status {code}"
     try:
@@ -112,7 +99,9 @@ def _death(process: Any) -> str:
 
 
 class ReportingAsyncVectorEnv(AsyncVectorEnv):
-    """Gymnasium's ``AsyncVectorEnv``, reporting failures by sub-env (see the module docstring)."""
+    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and
+    a dead worker (an ``EOFError``) as a :class:`~rl8lite.env.SubEnvError` naming the copy,
+    after which every worker is ended."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         try:
@@ -160,7 +149,7 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
                 time.sleep(0.01)
                 dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
             details = "; ".join(
-                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i])}"
+                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i].exitcode)}"
                 for i in dead
             )
             self.terminate()

@@ -1,9 +1,6 @@
-"""How configs and checkpoints name an env class: a dotted path, or a Gymnasium env's options.
-
-An :class:`~rl8lite.Env` subclass is named by its dotted path (``"package.module.Name"``); a
-class :func:`~rl8lite.env.gymnasium_env` made, by its options: ``"gymnasium:Acrobot-v1"`` or a
-mapping ``{"gymnasium": "Acrobot-v1", "vectorization_mode": "async", ...}``
-(``"gymnasium_factory": "package.module:function"`` for a factory).
+"""How configs and checkpoints name an env class: its dotted path (``"package.module.Name"``),
+or the options :func:`~rl8lite.env.gymnasium_env` made it from: ``"gymnasium:Acrobot-v1"``, or
+``{"gymnasium": "Acrobot-v1", ...}`` (``{"gymnasium_factory": "package.module.function", ...}``).
 """
 
 from __future__ import annotations
@@ -11,19 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..runtime.imports import dotted_path, import_dotted_path
+from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .gymnasium import GymnasiumEnv, gymnasium_env
 
 GYMNASIUM_PREFIX = "gymnasium:"
 
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
-    """The name :func:`import_env_class` imports ``env_cls`` back from.
-
-    Raises:
-        ImportError: ``env_cls`` cannot be named (a class defined in a function or in
-            ``__main__``; a Gymnasium env made from a factory without a dotted path or
-            with options that are not plain data).
+    """The name :func:`import_env_class` imports ``env_cls`` back from; an ``ImportError`` where
+    there is none (a class in a function or ``__main__``, a Gymnasium env made from such a
+    factory or with options that are not plain data).
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv, gymnasium_env
@@ -44,8 +38,7 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
 
 
 def env_label(env_cls: type) -> str:
-    """``env_cls``'s reference as one string, for experiment tracking (never raises); a
-    Gymnasium factory is named by its own module and name even where no reference names it.
+    """``env_cls``'s reference as one string, for experiment tracking (never raises).
 
     Examples:
         >>> from rl8lite.env import gymnasium_env
@@ -54,14 +47,11 @@ def env_label(env_cls: type) -> str:
     """
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         return env_cls.label
-    try:
-        return dotted_path(env_cls)
-    except ImportError:
-        return f"{env_cls.__module__}.{env_cls.__qualname__}"
+    return qualified_name(env_cls)
 
 
 def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
-    """The env class named by ``reference`` (see the module docstring).
+    """The env class ``reference`` names (see the module docstring).
 
     Raises:
         ImportError: A dotted path that does not import, or Gymnasium is missing.

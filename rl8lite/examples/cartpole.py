@@ -9,33 +9,25 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from ..data import DataKeys, Device
-from ..env import Env, apply_env_config
-from ..specs import Categorical, Unbounded
-from ._render import Canvas
+from ..specs import Categorical, Spec, Unbounded
+from ._classic import Canvas, ClassicControl
 
 DEFAULTS: dict[str, Any] = {
-    "gravity": 9.8,
-    "cart_mass": 1.0,
-    "pole_mass": 0.1,
+    "gravity": 9.8, "cart_mass": 1.0, "pole_mass": 0.1,
     "length": 0.5,  # half the pole's length
     "force_mag": 10.0,
     "tau": 0.02,  # seconds between state updates
     "kinematics_integrator": "euler",  # or "semi-implicit euler"
-    "theta_threshold": 12 * 2 * math.pi / 360,
-    "x_threshold": 2.4,
-    "max_episode_steps": 500,
+    "theta_threshold": 12 * 2 * math.pi / 360, "x_threshold": 2.4, "max_episode_steps": 500,
 }
 
 
-class CartPole(Env):
+class CartPole(ClassicControl):
     """Balance a pole on a cart: ``N`` copies, each resetting itself when its episode ends.
 
-    Observation ``[x, x_dot, theta, theta_dot]``; action 0 pushes left, 1 pushes
-    right; reward 1 per step. An episode terminates when the pole passes 12
-    degrees or the cart leaves ±2.4, and is truncated after 500 steps. The state
-    is kept in float64 (as Gymnasium's is) and observed as float32. Parameters
-    (rl8's names, see ``DEFAULTS``) are set with ``config=`` or ``reset(config={...})``.
+    Observation ``[x, x_dot, theta, theta_dot]``; action 0 pushes left, 1 right; reward 1 per
+    step. An episode terminates when the pole passes 12 degrees or the cart leaves ±2.4, and is
+    truncated after 500 steps. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
         >>> import torch
@@ -47,42 +39,16 @@ class CartPole(Env):
         ['final_obs', 'obs', 'rewards', 'terminated', 'truncated']
     """
 
+    defaults: ClassVar[dict[str, Any]] = DEFAULTS
     max_episode_steps: ClassVar[int] = DEFAULTS["max_episode_steps"]
     capturable: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
-    ) -> None:
-        super().__init__(num_envs, horizon, config=config, device=device)
-        self.observation_spec = Unbounded(4, device=self.device)
-        self.action_spec = Categorical(2, shape=[1], device=self.device)
-        self.params = apply_env_config(type(self).__name__, DEFAULTS, self.config)
-        self._reset_state()
+    def _specs(self) -> tuple[Spec, Spec]:
+        return Unbounded(4, device=self.device), Categorical(2, shape=[1], device=self.device)
 
     def _initial_states(self) -> torch.Tensor:
         state = torch.empty(self.num_envs, 4, dtype=torch.float64, device=self.device)
         return state.uniform_(-0.05, 0.05)
-
-    def _reset_state(self) -> None:
-        if hasattr(self, "state"):  # in place: a captured step (capturable) keeps reading these tensors
-            self.state.copy_(self._initial_states())
-            self.elapsed.zero_()
-            return
-        # Normal tensors even when built under inference mode: the step updates them in place.
-        with torch.inference_mode(False):
-            self.state = self._initial_states()
-            self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)
-
-    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
-        self.params = apply_env_config(type(self).__name__, {**DEFAULTS, **self.config}, config)
-        self._reset_state()
-        return self.state.float()
 
     def step(self, action: torch.Tensor) -> TensorDict:
         p = self.params
@@ -107,27 +73,8 @@ class CartPole(Env):
             theta_dot = theta_dot + tau * theta_acc
             theta = theta + tau * theta_dot
         terminated = (x.abs() > p["x_threshold"]) | (theta.abs() > p["theta_threshold"])
-        terminated = terminated[:, None]
-        # The state is updated in place (x, ..., theta_dot are new tensors, not views of
-        # it): at 65536 copies each [N, 4] float64 temporary is 2 MiB.
-        torch.stack((x, x_dot, theta, theta_dot), dim=-1, out=self.state)
-        final_obs = self.state.float()
-        self.elapsed += 1
-        truncated = (self.elapsed >= p["max_episode_steps"]) & ~terminated
-        done = terminated | truncated
-        torch.where(done, self._initial_states(), self.state, out=self.state)
-        self.elapsed.masked_fill_(done, 0)
-        return TensorDict(
-            {
-                DataKeys.OBS: self.state.float(),
-                DataKeys.FINAL_OBS: final_obs,
-                DataKeys.REWARDS: torch.ones(self.num_envs, 1, device=self.device),
-                DataKeys.TERMINATED: terminated,
-                DataKeys.TRUNCATED: truncated,
-            },
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        rewards = torch.ones(self.num_envs, 1, device=self.device)
+        return self._transition((x, x_dot, theta, theta_dot), rewards, terminated[:, None])
 
     def render(self) -> np.ndarray:
         """An RGB ``uint8`` frame ``[400, 600, 3]`` of copy 0: the track, the cart and the pole."""
@@ -137,11 +84,8 @@ class CartPole(Env):
         scale = 600 / (2 * p["x_threshold"])
         cart_x, cart_y = 300 + x * scale, 100.0
         canvas.line((0, cart_y - 15), (600, cart_y - 15), 1, (0, 0, 0))
-        canvas.polygon(
-            [(cart_x - 25, cart_y - 15), (cart_x + 25, cart_y - 15),
-             (cart_x + 25, cart_y + 15), (cart_x - 25, cart_y + 15)],
-            (0, 0, 0),
-        )
+        left, right, bottom, top = cart_x - 25, cart_x + 25, cart_y - 15, cart_y + 15
+        canvas.polygon([(left, bottom), (right, bottom), (right, top), (left, top)], (0, 0, 0))
         pole_len = scale * 2 * p["length"]
         tip = (cart_x + pole_len * math.sin(theta), cart_y + pole_len * math.cos(theta))
         canvas.line((cart_x, cart_y), tip, 10, (202, 152, 101))

@@ -1,11 +1,5 @@
-"""An env that stacks its own last ``frames`` observations: what a model's view requirement
-(:class:`~rl8lite.views.ViewRequirement` with ``shift = frames - 1``) gives it instead.
-
-Both give the model the same inputs: the last ``frames`` observations of the episode,
-zeros in front of its first. The stacking env stores every stack in the buffer
-(``frames`` times the observations); a view requirement stores each observation once
-and builds the windows from the buffer (``benchmarks/views.py`` compares the two).
-"""
+"""An env that stacks its own last observations: what a model's
+:class:`~rl8lite.views.ViewRequirement` (``shift = frames - 1``) gives it without the copies."""
 
 from __future__ import annotations
 
@@ -20,15 +14,9 @@ from ..specs import Unbounded
 
 
 def frame_stacked(env_cls: type[Env], frames: int) -> type[Env]:
-    """A subclass of ``env_cls`` whose observations are its last ``frames`` observations.
-
-    Args:
-        env_cls: An env with a vector observation spec (``Unbounded([D])``).
-        frames: Observations per stack (``>= 1``).
-
-    Returns:
-        An env class with observations ``[frames, D]``: the oldest first, the current one
-        last, zeros before the episode's first observation; ``final_obs`` likewise.
+    """A subclass of ``env_cls`` (vector observations ``[D]``) observing ``[frames, D]``: its
+    last ``frames`` observations, oldest first, zeros before the episode's first; ``final_obs``
+    likewise.
 
     Examples:
         >>> from rl8lite.examples import CartPole
@@ -44,29 +32,28 @@ def frame_stacked(env_cls: type[Env], frames: int) -> type[Env]:
         def __init__(self, num_envs: int, /, horizon: int | None = None, **kwargs: Any) -> None:
             super().__init__(num_envs, horizon, **kwargs)
             inner = self.observation_spec
-            self.observation_spec = Unbounded([frames, *inner.shape], device=self.device, dtype=inner.dtype)
+            shape = [frames, *inner.shape]
+            self.observation_spec = Unbounded(shape, device=self.device, dtype=inner.dtype)
             self.frames = inner.zero([num_envs, frames])
 
-        def _first(self, obs: torch.Tensor) -> torch.Tensor:
-            return torch.cat([obs.new_zeros(obs.shape[0], frames - 1, *obs.shape[1:]), obs.unsqueeze(1)], dim=1)
-
         def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
-            self.frames = self._first(super().reset(config=config))
+            obs = super().reset(config=config).unsqueeze(1)
+            padding = obs.new_zeros(obs.shape[0], frames - 1, *obs.shape[2:])
+            self.frames = torch.cat([padding, obs], dim=1)
             return self.frames
 
         def step(self, action: torch.Tensor) -> TensorDict:
             out = super().step(action)
-            obs = out[DataKeys.OBS]
-            frames_so_far = self.frames
-            stacked = torch.cat([frames_so_far[:, 1:], obs.unsqueeze(1)], dim=1)
-            if DataKeys.TERMINATED in out.keys():
-                done = (out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED]).reshape(-1, 1, *[1] * (obs.dim() - 1))
-                stacked = torch.where(done, self._first(obs), stacked)
-                if DataKeys.FINAL_OBS in out.keys():
+            obs, last = out[DataKeys.OBS], self.frames[:, 1:]
+            stacked = torch.cat([last, obs.unsqueeze(1)], dim=1)
+            if DataKeys.TERMINATED in out:
+                done = out[DataKeys.TERMINATED] | out[DataKeys.TRUNCATED]
+                done = done.reshape(-1, 1, *[1] * (obs.dim() - 1))
+                stacked[:, :-1].masked_fill_(done, 0)  # a new episode: zeros before its first
+                if DataKeys.FINAL_OBS in out:
                     final = out[DataKeys.FINAL_OBS].unsqueeze(1)
-                    out[DataKeys.FINAL_OBS] = torch.cat([frames_so_far[:, 1:], final], dim=1)
-            self.frames = stacked
-            out[DataKeys.OBS] = stacked
+                    out[DataKeys.FINAL_OBS] = torch.cat([last, final], dim=1)
+            self.frames = out[DataKeys.OBS] = stacked
             return out
 
     FrameStacked.__name__ = FrameStacked.__qualname__ = f"{env_cls.__name__}Stacked{frames}"

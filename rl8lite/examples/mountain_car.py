@@ -1,79 +1,41 @@
-"""Batched MountainCar with Gymnasium ``MountainCar-v0``'s and
-``MountainCarContinuous-v0``'s dynamics, rewards and episode rules."""
+"""Batched MountainCar with Gymnasium ``MountainCar-v0``'s and ``MountainCarContinuous-v0``'s
+dynamics, rewards and episode rules."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
-from ..data import DataKeys, Device
-from ..env import Env, apply_env_config
-from ..specs import Bounded, Categorical, Unbounded
-from ._render import Canvas
+from ..specs import Bounded, Categorical, Spec, Unbounded
+from ._classic import Canvas, ClassicControl
 
 #: ``MountainCar``'s parameters (rl8's names; Gymnasium calls ``force_mag`` ``force``).
 DEFAULTS: dict[str, Any] = {
-    "min_position": -1.2,
-    "max_position": 0.6,
-    "max_speed": 0.07,
-    "goal_position": 0.5,
-    "goal_velocity": 0.0,
-    "force_mag": 0.001,
-    "gravity": 0.0025,
-    "max_episode_steps": 200,
+    "min_position": -1.2, "max_position": 0.6, "max_speed": 0.07, "goal_position": 0.5,
+    "goal_velocity": 0.0, "force_mag": 0.001, "gravity": 0.0025, "max_episode_steps": 200,
 }
 
-#: ``MountainCarContinuous``'s parameters (Gymnasium's names; ``gravity`` is a literal there).
+#: ``MountainCarContinuous``'s parameters (Gymnasium's names).
 CONTINUOUS_DEFAULTS: dict[str, Any] = {
-    "min_position": -1.2,
-    "max_position": 0.6,
-    "max_speed": 0.07,
-    "goal_position": 0.45,
-    "goal_velocity": 0.0,
-    "power": 0.0015,
-    "gravity": 0.0025,
-    "max_episode_steps": 999,
+    "min_position": -1.2, "max_position": 0.6, "max_speed": 0.07, "goal_position": 0.45,
+    "goal_velocity": 0.0, "power": 0.0015, "gravity": 0.0025, "max_episode_steps": 999,
 }
 
 
-class _MountainCar(Env):
+class _MountainCar(ClassicControl):
     """A car in a valley between ``min_position`` and ``max_position``; subclasses push it."""
-
-    defaults: ClassVar[dict[str, Any]]
-
-    def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
-    ) -> None:
-        super().__init__(num_envs, horizon, config=config, device=device)
-        self.params = apply_env_config(type(self).__name__, self.defaults, self.config)
-        self.observation_spec = Unbounded(2, device=self.device)
-        self.state = self._initial_states()
-        self.elapsed = torch.zeros(num_envs, 1, dtype=torch.long, device=self.device)
 
     def _initial_states(self) -> torch.Tensor:
         position = torch.empty(self.num_envs, dtype=torch.float64, device=self.device)
         position.uniform_(-0.6, -0.4)
         return torch.stack((position, torch.zeros_like(position)), dim=-1)
 
-    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
-        self.params = apply_env_config(
-            type(self).__name__, {**self.defaults, **self.config}, config
-        )
-        self.state = self._initial_states()
-        self.elapsed = torch.zeros(self.num_envs, 1, dtype=torch.long, device=self.device)
-        return self.state.float()
-
-    def _move(self, push: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _move(self, push: torch.Tensor) -> tuple[Sequence[torch.Tensor], torch.Tensor]:
         """The next state under the engine's velocity change ``push``, and the goal flags."""
         p = self.params
         position, velocity = self.state.unbind(-1)
@@ -83,27 +45,7 @@ class _MountainCar(Env):
         position = (position + velocity).clamp(p["min_position"], p["max_position"])
         velocity = velocity.masked_fill((position == p["min_position"]) & (velocity < 0), 0.0)
         at_goal = (position >= p["goal_position"]) & (velocity >= p["goal_velocity"])
-        return torch.stack((position, velocity), dim=-1), at_goal[:, None]
-
-    def _finish(
-        self, state: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor
-    ) -> TensorDict:
-        self.elapsed = self.elapsed + 1
-        truncated = (self.elapsed >= self.params["max_episode_steps"]) & ~terminated
-        done = terminated | truncated
-        self.state = torch.where(done, self._initial_states(), state)
-        self.elapsed = self.elapsed.masked_fill(done, 0)
-        return TensorDict(
-            {
-                DataKeys.OBS: self.state.float(),
-                DataKeys.FINAL_OBS: state.float(),
-                DataKeys.REWARDS: rewards.float(),
-                DataKeys.TERMINATED: terminated,
-                DataKeys.TRUNCATED: truncated,
-            },
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        return (position, velocity), at_goal[:, None]
 
     def render(self) -> np.ndarray:
         """An RGB ``uint8`` frame ``[400, 600, 3]`` of copy 0: the hills, the flag and the car."""
@@ -129,8 +71,7 @@ class _MountainCar(Env):
         def on_car(a: float, b: float) -> tuple[float, float]:
             return car_x + a * along[0] + b * up[0], car_y + a * along[1] + b * up[1]
 
-        body = [on_car(-20, 10), on_car(20, 10), on_car(20, 30), on_car(-20, 30)]
-        canvas.polygon(body, (0, 0, 0))
+        canvas.polygon([on_car(-20, 10), on_car(20, 10), on_car(20, 30), on_car(-20, 30)], (0,) * 3)
         for a in (-12.0, 12.0):
             canvas.circle(on_car(a, 10), 5, (128, 128, 128))
         return canvas.image
@@ -139,11 +80,9 @@ class _MountainCar(Env):
 class MountainCar(_MountainCar):
     """Drive an underpowered car up a hill: ``N`` copies, each resetting itself when done.
 
-    Observation ``[position, velocity]``; action 0 pushes left, 1 not at all, 2
-    right; reward -1 per step. An episode terminates on reaching
-    ``goal_position`` (0.5) and is truncated after 200 steps. The state is kept in
-    float64 (as Gymnasium's is) and observed as float32. Parameters (rl8's names,
-    see ``DEFAULTS``) are set with ``config=`` or ``reset(config={...})``.
+    Observation ``[position, velocity]``; action 0 pushes left, 1 not at all, 2 right; reward -1
+    per step. An episode terminates on reaching ``goal_position`` (0.5) and is truncated after
+    200 steps. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
         >>> import torch
@@ -158,34 +97,23 @@ class MountainCar(_MountainCar):
     defaults: ClassVar[dict[str, Any]] = DEFAULTS
     max_episode_steps: ClassVar[int] = DEFAULTS["max_episode_steps"]
 
-    def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
-    ) -> None:
-        super().__init__(num_envs, horizon, config=config, device=device)
-        self.action_spec = Categorical(3, shape=[1], device=self.device)
+    def _specs(self) -> tuple[Spec, Spec]:
+        return Unbounded(2, device=self.device), Categorical(3, shape=[1], device=self.device)
 
     def step(self, action: torch.Tensor) -> TensorDict:
         push = (action.reshape(-1) - 1).to(torch.float64) * self.params["force_mag"]
         state, terminated = self._move(push)
         rewards = torch.full((self.num_envs, 1), -1.0, device=self.device)
-        return self._finish(state, rewards, terminated)
+        return self._transition(state, rewards, terminated)
 
 
 class MountainCarContinuous(_MountainCar):
     """MountainCar with a continuous engine: ``N`` copies, each resetting itself when done.
 
-    Observation ``[position, velocity]``; action the force in ``[-1, 1]`` (clipped),
-    which changes the velocity by ``force * power``; reward ``-0.1 action^2`` per
-    step plus 100 on reaching ``goal_position`` (0.45), which terminates the
-    episode; truncated after 999 steps. The state is kept in float64 and observed
-    as float32. Parameters (Gymnasium's names, see ``CONTINUOUS_DEFAULTS``) are set
-    with ``config=`` or ``reset(config={...})``.
+    Observation ``[position, velocity]``; action the force in ``[-1, 1]`` (clipped), which
+    changes the velocity by ``force * power``; reward ``-0.1 action^2`` per step plus 100 on
+    reaching ``goal_position`` (0.45), which terminates the episode; truncated after 999 steps.
+    Parameters: ``CONTINUOUS_DEFAULTS`` (Gymnasium's names).
 
     Examples:
         >>> import torch
@@ -200,21 +128,12 @@ class MountainCarContinuous(_MountainCar):
     defaults: ClassVar[dict[str, Any]] = CONTINUOUS_DEFAULTS
     max_episode_steps: ClassVar[int] = CONTINUOUS_DEFAULTS["max_episode_steps"]
 
-    def __init__(
-        self,
-        num_envs: int,
-        /,
-        horizon: int | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        device: Device = "cpu",
-    ) -> None:
-        super().__init__(num_envs, horizon, config=config, device=device)
-        self.action_spec = Bounded(-1.0, 1.0, shape=[1], device=self.device)
+    def _specs(self) -> tuple[Spec, Spec]:
+        return Unbounded(2, device=self.device), Bounded(-1.0, 1.0, shape=[1], device=self.device)
 
     def step(self, action: torch.Tensor) -> TensorDict:
         action = action.reshape(-1).to(torch.float64)
         state, at_goal = self._move(action.clamp(-1.0, 1.0) * self.params["power"])
         # r = 100 [goal reached] - 0.1 a^2, with the unclipped action a
         rewards = 100.0 * at_goal - 0.1 * action.square()[:, None]
-        return self._finish(state, rewards, at_goal)
+        return self._transition(state, rewards, at_goal)
