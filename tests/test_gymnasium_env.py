@@ -515,7 +515,7 @@ def test_frames_no_video_holds_are_a_warning_and_the_run_ends_with_its_policy(
 
     algorithm = Algorithm(gymnasium_env(BadFrames), num_envs=2, horizon=8, seed=0)
     with Trainer(algorithm, experiment_name=experiment_name, progress=False) as trainer:
-        with pytest.warns(RuntimeWarning, match="no rollout videos: .*float64 array"):
+        with pytest.warns(RuntimeWarning, match="no rollout videos: .*float64 .*array"):
             trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)], steps_per_video=1)
         run_id, experiment_id = trainer.tracker.run_id, trainer.tracker.experiment_id
     # the policy is logged at the end, after the final video failed
