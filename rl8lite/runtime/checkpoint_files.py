@@ -158,7 +158,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt zip, truncated file, foreign pickle: one message
+    except Exception as e:  # noqa: BLE001 - corrupt zip, truncated file, foreign pickle
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt, truncated or not a safe"
                               f" rl8lite checkpoint: {e}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
