@@ -1,13 +1,8 @@
-"""The trained policy as a program that needs neither rl8lite nor the env.
+"""The trained policy as a ``torch.export`` program that needs neither rl8lite nor the env.
 
-:func:`policy_program` builds the program as a module; :func:`export_policy` exports it
-with ``torch.export`` into a folder: ``policy.pt2`` and ``io.json`` (its inputs and
-outputs by name), which ``_pyfunc_policy.py`` serves as an MLflow model.
-
-The program's inputs are the observation's leaves as separate tensors ``[B, ...]`` (one
-for a vector observation; one per key of a dict observation, nested keys joined by
-``"."``), then for a recurrent policy its state ``[B, state_size]``, then a bool scalar
-``deterministic``. It returns the actions, and for a recurrent policy the next state.
+Its inputs: the observation's leaves ``[B, ...]`` (nested keys joined by ``"."``), a recurrent
+policy's state ``[B, state_size]``, a bool scalar ``deterministic``. It returns the actions
+(and a recurrent policy's next state).
 """
 
 from __future__ import annotations
@@ -45,11 +40,7 @@ class ExportError(RuntimeError):
 
 def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
     """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``
-    (``""`` for a vector observation).
-
-    Raises:
-        ExportError: A key holds a ``"."`` (its name would be ambiguous).
-    """
+    (``""`` for a vector observation); a key holding ``"."`` is an :class:`ExportError`."""
     if not isinstance(spec, Composite):
         return [("", spec)]
     leaves = []
@@ -63,10 +54,7 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode, with flat tensor inputs (see the module docstring).
-
-    ``input_names`` names its tensor inputs; ``example_inputs(batch_size)`` makes zeros of them.
-    """
+    """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``."""
 
     def __init__(self, policy: Any, observation_spec: Spec) -> None:
         super().__init__()
@@ -85,6 +73,7 @@ class PolicyProgram(nn.Module):
             raise ExportError(f"an observation entry is named {STATE_KEY!r}, the state's name")
 
     def example_inputs(self, batch_size: int) -> list[torch.Tensor]:
+        """Zeros of the tensor inputs."""
         leaves = [leaf.zero([batch_size]) for _, leaf in observation_leaves(self.observation_spec)]
         return leaves + ([self.policy.init_states(batch_size)] if self.recurrent else [])
 
@@ -104,15 +93,14 @@ class PolicyProgram(nn.Module):
         else:
             features, _ = self.policy.network(obs)
         dist = self.policy.distribution(features, obs)
-        # Both actions are computed so that one program serves either choice.
+        # both actions are computed, so that one program serves either choice
         sampled = dist.sample_with_logp()[0]
         actions = torch.where(deterministic, dist.deterministic_sample(), sampled)
         dtype = getattr(self.policy.action_spec, "dtype", None) or actions.dtype
         return (actions.to(dtype), next_states) if self.recurrent else actions.to(dtype)
 
     def io_description(self, actions: torch.Tensor) -> dict[str, Any]:
-        """``io.json``'s content: the inputs and outputs by name, dtype and shape (no batch),
-        given a batch of the program's ``actions``."""
+        """``io.json``: the inputs and outputs by name, dtype and shape (no batch)."""
         inputs = zip(self.input_names, self.example_inputs(1))
         return {
             "format": "rl8lite-policy",
@@ -130,8 +118,8 @@ def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
     """``policy`` as a :class:`PolicyProgram`, what every export format traces.
 
     Raises:
-        ExportError: The model sees windows of past observations (view requirements), or an
-            observation key cannot be an input name.
+        ExportError: The model sees windows of past observations, or an observation key
+            cannot be an input name.
     """
     windowed = windows_seen(policy.model, observation_spec)
     if windowed:
@@ -141,16 +129,16 @@ def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
 
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
-    """Export ``policy`` with ``torch.export`` into ``folder``; return its I/O description.
+    """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
 
     Raises:
-        ExportError: See :func:`policy_program`; or ``torch.export`` could not trace the
-            model (the message names the line it stopped at, when it printed one).
+        ExportError: See :func:`policy_program`; or ``torch.export`` failed (the message
+            names the line it stopped at, when it printed one).
     """
     program = policy_program(policy, observation_spec)
     example = program.example_inputs(2)
     batch = torch.export.Dim("batch", min=1)
-    # forward(*inputs) has one (variadic) argument: its shapes are one tuple.
+    # forward(*inputs) has one (variadic) argument: its shapes are one tuple
     dynamic_shapes = (tuple([{0: batch} for _ in example] + [None]),)
     model_name = type(policy.model).__name__
     try:
@@ -162,19 +150,18 @@ def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> di
     except Exception as e:  # torch.export raises many types; the message says why
         raise ExportError(_export_failure(model_name, e, chatter.getvalue())) from e
     description = program.io_description(exported.graph.output_node().args[0][0].meta["val"])
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    Path(folder).mkdir(parents=True, exist_ok=True)
     try:
-        torch.export.save(exported, folder / PROGRAM_FILE)
+        torch.export.save(exported, Path(folder, PROGRAM_FILE))
     except Exception as e:
         raise ExportError(f"torch.export could not save {model_name}: {type(e).__name__}: {e}"
                           ) from e
-    (folder / IO_FILE).write_text(json.dumps(description, indent=2))
+    Path(folder, IO_FILE).write_text(json.dumps(description, indent=2))
     return description
 
 
 def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
-    """The numpy dtype (the served model speaks numpy) and the shape past the batch."""
+    """The numpy dtype and the shape past the batch."""
     dtype = str(tensor.dtype).removeprefix("torch.")
     try:
         np.dtype(dtype)
@@ -198,7 +185,7 @@ def _quiet_torch() -> Iterator[io.StringIO]:
 
 
 def _export_failure(model_name: str, error: Exception, printed: str) -> str:
-    """One line: the model, the user code torch.export stopped at (if it printed it), why."""
+    """The model, the user code torch.export stopped at (if it printed it), and why."""
     reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed)
     at = f" at {Path(where[-1][0]).name}:{where[-1][1]} ({where[-1][2].strip()})" if where else ""
