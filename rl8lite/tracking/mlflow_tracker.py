@@ -1,8 +1,7 @@
 """The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
 
-Metrics wait in memory; a background thread writes them in batches every
-``flush_interval_s`` seconds, and ``flush``, ``end`` and interpreter exit write what is
-left. (MLflow's own async queue drops what is not flushed when a process exits.)
+Metrics wait in memory until a background thread writes them in batches; ``flush``, ``end``
+and interpreter exit write what is left (MLflow's async queue drops it at exit).
 """
 
 from __future__ import annotations
@@ -48,13 +47,10 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 class MlflowTracker:
     """Logs one training run to MLflow through an explicit client and run id.
 
-    Logs into the run the user opened with ``mlflow.start_run`` when there is one (and
-    never ends it); otherwise creates and owns a run, so that each trainer of a process
-    lands in its own run. An owned run is MLflow's active run until :meth:`end` (so
-    ``mlflow.active_run()`` and the user's ``mlflow.log_*`` calls find it), and MLflow's
-    tracking URI is set to this store when the user set none. At interpreter exit, a run
-    still open ends FAILED (KILLED on Ctrl-C) when a script dies of an exception, else
-    FINISHED.
+    Logs into the run the user opened with ``mlflow.start_run`` (and never ends it), else
+    creates and owns a run: MLflow's active run until :meth:`end`, in MLflow's tracking URI
+    when the user set none. At interpreter exit, a run still open ends FAILED (KILLED on
+    Ctrl-C) when a script dies of an exception, else FINISHED.
 
     Args:
         experiment_name: Experiment to log into (created when missing); ``None``: the one
@@ -67,9 +63,9 @@ class MlflowTracker:
             else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU where ``pynvml``
-            finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (default
-            10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU) every
+            ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds; needs ``psutil``
+            (``pip install rl8lite[system-metrics]``).
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -173,7 +169,7 @@ class MlflowTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Queue metrics at ``step``, written by a background thread within ``flush_interval_s``."""
         now, step = int(time.time() * 1000), int(step)
-        # Evaluations of a logged policy are that model's metrics too (its Models page).
+        # evaluations of a logged policy are that model's metrics too (its Models page)
         batch = [Metric(k, float(v), now, step, self.model_id if k.startswith("eval/") else None)
                  for k, v in metrics.items()]
         with self._pending_lock:
@@ -189,10 +185,16 @@ class MlflowTracker:
             time.sleep(self.flush_interval_s)
             try:
                 self._write_pending()
-            except Exception as e:  # noqa: BLE001 - they stay queued and are retried; flush() raises
+            except Exception as e:  # noqa: BLE001 - they stay queued and are retried
                 if not self._warned:
                     self._warned = True
-                    _warn_retry(self.tracking_uri, e)
+                    reason = " ".join(str(e).split())[:200]
+                    with contextlib.suppress(Warning):  # a warning made an error stops no retry
+                        warnings.warn(
+                            f"rl8lite: writing metrics to the MLflow store {self.tracking_uri!r}"
+                            f" failed ({reason}); they are kept and retried every second (shown"
+                            " once per run). Many processes on one SQLite store: see the"
+                            " README's MLflow section for an mlflow server", RuntimeWarning)
             with self._pending_lock:
                 if not self._pending:
                     self._writer = None
@@ -221,9 +223,8 @@ class MlflowTracker:
 
     def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
                    registered_model_name: str | None = None) -> str:
-        """Log ``policy`` as a LoggedModel of the run (:func:`~.policy_model.log_policy_model`),
-        the metrics at ``step`` linked to it; return ``runs:/<run id>/<name>`` (``models:/<model
-        id>``, with :attr:`model_id`, loads it too)."""
+        """Log ``policy`` as a LoggedModel of the run, the metrics at ``step`` linked to it;
+        return ``runs:/<run id>/<name>`` (``models:/<model_id>`` loads it too)."""
         self.flush()  # the metrics at `step` are linked to the model: write them first
         with _tracking_uri(self.tracking_uri):
             info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
@@ -238,10 +239,7 @@ class MlflowTracker:
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
         KILLED) with ``message`` as its ``rl8lite.error`` tag; a user-opened run stays open.
-
-        Logging after the end writes into the run and leaves its status and end time as
-        they are (ending again only writes the queued metrics).
-        """
+        Ending again only writes the queued metrics."""
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
@@ -283,8 +281,8 @@ def _end_runs() -> None:
 
 
 def _uncaught_exception() -> BaseException | None:
-    """The exception a script dies of, which Python records as ``sys.last_value`` before
-    atexit handlers run; ``None`` in an interactive session (where it may be an old one)."""
+    """The exception a script dies of (``sys.last_value``); ``None`` in an interactive session
+    (where it may be an old one)."""
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None:
         return None
@@ -298,8 +296,8 @@ def _param_value(value: Any) -> str:
 
 
 def _run_name() -> str:
-    """A name like MLflow's (``bold-fox-123``) from the OS's entropy: MLflow draws from the
-    global ``random``, which a seed makes repeat."""
+    """A name like MLflow's (``bold-fox-123``) drawn from the OS's entropy, not from the
+    global ``random`` (which a seed makes repeat) as MLflow's are."""
     from mlflow.utils import name_utils
 
     rng = random.Random()
@@ -312,9 +310,8 @@ def _run_name() -> str:
 
 
 def _open_client(tracking_uri: str) -> MlflowClient:
-    """A client whose store is ready. A fresh SQLite store creates its tables on first use,
-    which fails when several processes (a sweep) do it at once: a lock file beside the
-    database serialises that first use (off POSIX, it does not)."""
+    """A client whose store is ready: a lock file beside a SQLite database serialises the
+    creation of its tables (which fails when a sweep's processes do it at once; POSIX only)."""
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri)
     database = Path(tracking_uri.removeprefix("sqlite:///"))
@@ -373,9 +370,8 @@ def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
     return monitor
 
 
-# MLflow keeps active runs on a per-thread stack that start_run/end_run touch from the top;
-# a tracker's run is pushed when it opens and removed when it ends, wherever it is on the
-# stack, without ending any other run.
+# MLflow's per-thread active-run stack: a tracker's run is pushed when it opens and removed
+# when it ends, wherever it is on the stack, without ending any other run.
 def _stack() -> list | None:
     variable = getattr(fluent, "_active_run_stack", None)
     if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
@@ -398,17 +394,7 @@ def _deactivate(run_id: str) -> None:
     _TRAINER_RUNS.discard(run_id)
 
 
-# A SQLite store shared by many processes is at times locked longer than MLflow waits; MLflow
-# then logs the error with its traceback and raises. The writer threads retry such writes, so
-# their tracebacks are dropped, and one warning per run says so.
+# MLflow logs a locked SQLite store's error with its traceback; the writer threads retry such
+# writes (and warn once), so their tracebacks are dropped.
 logging.getLogger("mlflow.store.db.utils").addFilter(lambda record: record.threadName != _WRITER)
 
-
-def _warn_retry(tracking_uri: str, error: BaseException) -> None:
-    reason = " ".join(str(error).split())[:200]
-    with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
-        warnings.warn(
-            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they"
-            " are kept and retried every second (shown once per run). Many processes on one SQLite"
-            " store: see the README's MLflow section for an mlflow server",
-            RuntimeWarning, stacklevel=2)

@@ -18,11 +18,7 @@ from .export import IO_FILE, PROGRAM_FILE, export_policy
 
 
 def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
-    """Save ``policy`` as an MLflow model in folder ``path``.
-
-    ``mlflow.pyfunc.load_model(path).predict(obs)`` then maps a numpy batch of
-    observations (a dict of them for dict observations) to actions; loading needs torch,
-    numpy and mlflow, not rl8lite.
+    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite.
 
     Raises:
         ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
@@ -42,25 +38,11 @@ def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> 
         mlflow.pyfunc.save_model(str(path), **_model_arguments(policy, observation_spec, tmp))
 
 
-def log_policy_model(
-    run_id: str,
-    policy: Any,
-    observation_spec: Spec,
-    *,
-    name: str,
-    step: int,
-    registered_model_name: str | None = None,
-) -> Any:
-    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store); return
-    its ``ModelInfo``.
-
-    The run's metrics at ``step`` are linked to it; with ``registered_model_name`` it becomes
-    a new version of that registered model. ``runs:/<run id>/<name>`` and ``models:/<model
-    id>`` load it.
-
-    Raises:
-        ExportError: The policy could not be exported (see :func:`~.export.export_policy`).
-    """
+def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str, step: int,
+                     registered_model_name: str | None = None) -> Any:
+    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store), linked to
+    the run's metrics at ``step``, a new version of ``registered_model_name`` if given; return
+    its ``ModelInfo``."""
     with tempfile.TemporaryDirectory() as tmp:
         return Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id,
                          step=step, registered_model_name=registered_model_name,
@@ -89,14 +71,8 @@ def _input_example(io: dict[str, Any]) -> np.ndarray | dict[str, np.ndarray]:
 def _signature(io: dict[str, Any]) -> ModelSignature:
     """The outputs and params; no inputs, which ``_pyfunc_policy.py`` checks and casts itself
     (MLflow's check refuses any dtype but the declared one, e.g. numpy's float64)."""
-
-    def tensor(spec: dict[str, Any], name: str | None) -> TensorSpec:
-        return TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
-
-    if io["recurrent"]:
-        actions, state = io["output_names"]
-        outputs = [tensor(io["actions"], actions), tensor(io["inputs"][-1], state)]
-    else:
-        outputs = [tensor(io["actions"], None)]
+    names = io["output_names"] or [None]
+    outputs = [TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
+               for spec, name in zip([io["actions"], io["inputs"][-1]], names)]
     return ModelSignature(outputs=Schema(outputs),
                           params=ParamSchema([ParamSpec("deterministic", "boolean", True)]))

@@ -1,9 +1,5 @@
-"""Rollout videos: frames encoded as an H.264 MP4 (PyAV, the ``video`` extra) or an animated GIF.
-
-MP4 needs ``av`` (``pip install 'rl8lite[video]'``, FFmpeg's libraries with libx264);
-without it the frames become an animated GIF through Pillow, which MLflow installs.
-Frames wider than :data:`MAX_WIDTH` are downscaled first (aspect ratio kept).
-"""
+"""Rollout videos: frames encoded as an H.264 MP4 (PyAV: ``pip install 'rl8lite[video]'``), else
+as an animated GIF (Pillow, which MLflow installs)."""
 
 from __future__ import annotations
 
@@ -21,15 +17,14 @@ def check_frame(frame: object, where: str) -> np.ndarray:
     """``frame`` as an RGB ``uint8`` array ``[H, W, 3]``, else a ``ValueError`` naming ``where``."""
     array = np.asarray(frame)
     if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
-        raise ValueError(
-            f"{where} must return an RGB uint8 array [H, W, 3], received {array.dtype} of shape"
-            f" {list(array.shape)}"
-        )
+        raise ValueError(f"{where} must return an RGB uint8 array [H, W, 3], received"
+                         f" {array.dtype} of shape {list(array.shape)}")
     return array
 
 
 def downscale(frame: np.ndarray, max_width: int = MAX_WIDTH) -> np.ndarray:
-    """``frame`` at most ``max_width`` wide, with even sides (H.264's 4:2:0 needs them)."""
+    """``frame`` at most ``max_width`` wide (aspect ratio kept), with even sides (H.264's
+    4:2:0 needs them)."""
     from PIL import Image
 
     height, width = frame.shape[:2]
