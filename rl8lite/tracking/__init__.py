@@ -87,7 +87,6 @@ def default_tracking_uri() -> str:
     """``MLFLOW_TRACKING_URI`` (or ``mlflow.set_tracking_uri``'s) if set, else the SQLite store
     ``mlflow.db`` in :func:`find_mlruns_dir`."""
     import mlflow
-
     if mlflow.is_tracking_uri_set():
         return mlflow.get_tracking_uri()
     mlruns = find_mlruns_dir()
@@ -104,7 +103,6 @@ def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
 def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
     """Fetch one artifact of a run (without touching the run's status)."""
     from mlflow import MlflowClient
-
     return Path(MlflowClient(tracking_uri).download_artifacts(run_id, artifact, str(destination)))
 
 

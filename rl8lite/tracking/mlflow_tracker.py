@@ -82,29 +82,19 @@ class MlflowTracker:
         ('FINISHED', {'returns/mean': 1.5})
     """
 
-    def __init__(
-        self,
-        experiment_name: str | None = None,
-        *,
-        default_experiment: str = "rl8lite",
-        run_name: str | None = None,
-        tags: dict[str, Any] | None = None,
-        tracking_uri: str | None = None,
-        flush_interval_s: float = 1.0,
-        run_id: str | None = None,
-        log_system_metrics: bool = False,
-    ) -> None:
+    def __init__(self, experiment_name: str | None = None, *, default_experiment: str = "rl8lite",
+                 run_name: str | None = None, tags: dict[str, Any] | None = None,
+                 tracking_uri: str | None = None, flush_interval_s: float = 1.0,
+                 run_id: str | None = None, log_system_metrics: bool = False) -> None:
         active = mlflow.active_run()
-        # A user's active run lives in MLflow's current store; another tracker's is not adopted.
+        # a user's active run lives in MLflow's current store; another tracker's is not adopted
         adopt = active is not None and run_id is None and active.info.run_id not in _TRAINER_RUNS
         current = mlflow.get_tracking_uri()
         self.tracking_uri = tracking_uri or (current if adopt else default_tracking_uri())
         if adopt and self.tracking_uri != current:
-            raise TrackingError(
-                f"an MLflow run is active in the store {current!r}, but the tracker was given the"
-                f" store {self.tracking_uri!r}: pass no tracking_uri to log into the active run,"
-                " or end that run first."
-            )
+            raise TrackingError(f"an MLflow run is active in the store {current!r}, but the tracker"
+                                f" was given the store {self.tracking_uri!r}: pass no tracking_uri"
+                                " to log into the active run, or end that run first.")
         self.resumed = run_id is not None  # its params are already logged
         self.flush_interval_s = flush_interval_s
         self.ended = False
@@ -127,9 +117,10 @@ class MlflowTracker:
                 for key, value in (tags or {}).items():
                     self.client.set_tag(run.run_id, key, str(value))
             else:
-                name = _experiment(self.client, experiment_name, default_experiment)
+                experiment_id = _experiment_id(self.client, self.tracking_uri,
+                                               experiment_name, default_experiment)
                 tags = {str(k): str(v) for k, v in (tags or {}).items()}
-                run = self.client.create_run(self._experiment_id(name), tags=tags,
+                run = self.client.create_run(experiment_id, tags=tags,
                                              run_name=run_name or _run_name()).info
                 self.owns_run = True
         except MlflowException as e:
@@ -148,17 +139,6 @@ class MlflowTracker:
             if log_system_metrics:
                 self._system_metrics = _system_metrics(run.run_id, self.tracking_uri, self.resumed)
         _TRACKERS.add(self)
-
-    def _experiment_id(self, name: str) -> str:
-        if (experiment := self.client.get_experiment_by_name(name)) is not None:
-            return experiment.experiment_id
-        try:
-            location = _artifact_location(self.tracking_uri, name)
-            return self.client.create_experiment(name, artifact_location=location)
-        except MlflowException:  # another process may have created it meanwhile
-            if (experiment := self.client.get_experiment_by_name(name)) is None:
-                raise
-            return experiment.experiment_id
 
     def log_params(self, params: dict[str, Any]) -> None:
         """Log params now; values longer than MLflow's limit are cut."""
@@ -184,7 +164,7 @@ class MlflowTracker:
         while True:
             time.sleep(self.flush_interval_s)
             try:
-                self._write_pending()
+                self.flush()
             except Exception as e:  # noqa: BLE001 - they stay queued and are retried
                 if not self._warned:
                     self._warned = True
@@ -200,7 +180,8 @@ class MlflowTracker:
                     self._writer = None
                     return
 
-    def _write_pending(self) -> None:
+    def flush(self) -> None:
+        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
         with self._write_lock:
             with self._pending_lock:
                 pending, self._pending = self._pending, []
@@ -231,10 +212,6 @@ class MlflowTracker:
                                     registered_model_name=registered_model_name)
         self.model_id = info.model_id
         return f"runs:/{self.run_id}/{name}"
-
-    def flush(self) -> None:
-        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
-        self._write_pending()
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
@@ -290,16 +267,15 @@ def _uncaught_exception() -> BaseException | None:
 
 
 def _param_value(value: Any) -> str:
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, default=str, sort_keys=True)[:_MAX_PARAM_LENGTH]
-    return str(value)[:_MAX_PARAM_LENGTH]
+    container = isinstance(value, (dict, list, tuple))
+    return (json.dumps(value, default=str, sort_keys=True) if container else str(value)
+            )[:_MAX_PARAM_LENGTH]
 
 
 def _run_name() -> str:
     """A name like MLflow's (``bold-fox-123``) drawn from the OS's entropy, not from the
     global ``random`` (which a seed makes repeat) as MLflow's are."""
     from mlflow.utils import name_utils
-
     rng = random.Random()
     predicates = getattr(name_utils, "_GENERATOR_PREDICATES", ["run"])
     nouns = getattr(name_utils, "_GENERATOR_NOUNS", [f"{rng.getrandbits(32):08x}"])
@@ -324,25 +300,31 @@ def _open_client(tracking_uri: str) -> MlflowClient:
     return client
 
 
-def _artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """For a SQLite store, a folder beside the db (MLflow's default is the current directory)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    folder = re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
-    return (Path(tracking_uri.removeprefix("sqlite:///")).parent / folder).resolve().as_uri()
-
-
-def _experiment(client: MlflowClient, explicit: str | None, default: str) -> str:
-    """``explicit``, else the experiment the user set (``mlflow.set_experiment``,
-    ``MLFLOW_EXPERIMENT_NAME`` or ``MLFLOW_EXPERIMENT_ID``), else ``default``."""
-    if explicit or (explicit := os.environ.get("MLFLOW_EXPERIMENT_NAME")):
-        return explicit
-    if experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID"):
+def _experiment_id(client: MlflowClient, tracking_uri: str, explicit: str | None,
+                   default: str) -> str:
+    """The id of experiment ``explicit``, else of the one the user set (``mlflow.set_experiment``,
+    ``MLFLOW_EXPERIMENT_NAME`` or ``_ID``), else of ``default``; created when missing (on a
+    SQLite store, its artifacts beside the database rather than in the current directory)."""
+    name = explicit or os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    if not name and (experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID")):
         # set_experiment wrote the id of MLflow's current store, which may be another one
         for store in (MlflowClient(mlflow.get_tracking_uri()), client):
             with contextlib.suppress(Exception):
-                return store.get_experiment(experiment_id).name
-    return default
+                name = store.get_experiment(experiment_id).name
+                break
+    name = name or default
+    if (experiment := client.get_experiment_by_name(name)) is not None:
+        return experiment.experiment_id
+    location = None
+    if tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
+        location = (folder / re.sub(r"[^A-Za-z0-9_.-]", "_", name)).resolve().as_uri()
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except MlflowException:  # another process may have created it meanwhile
+        if (experiment := client.get_experiment_by_name(name)) is None:
+            raise
+        return experiment.experiment_id
 
 
 @contextlib.contextmanager
@@ -364,7 +346,6 @@ def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
         raise TrackingError("log_system_metrics=True needs psutil: pip install"
                             " 'rl8lite[system-metrics]' (or psutil)") from None
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
     monitor = SystemMetricsMonitor(run_id, resume_logging=resumed, tracking_uri=tracking_uri)
     monitor.start()
     return monitor

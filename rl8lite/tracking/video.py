@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,6 @@ def downscale(frame: np.ndarray, max_width: int = MAX_WIDTH) -> np.ndarray:
     """``frame`` at most ``max_width`` wide (aspect ratio kept), with even sides (H.264's
     4:2:0 needs them)."""
     from PIL import Image
-
     height, width = frame.shape[:2]
     scale = min(1.0, max_width / width)
     size = (max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2))
@@ -51,10 +51,7 @@ def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) 
 
 
 def _encode_mp4(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
-    from fractions import Fraction
-
     import av
-
     height, width = frames[0].shape[:2]
     # faststart: the index first, so a browser plays the file before it has all of it
     with av.open(str(path), "w", format="mp4", options={"movflags": "+faststart"}) as container:
@@ -71,7 +68,6 @@ def _encode_mp4(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
 
 def _encode_gif(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
     from PIL import Image
-
     images = [Image.fromarray(frame) for frame in frames]
     duration_ms = max(20, round(1000 / fps))  # browsers show GIF delays below 20 ms slower
     images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
