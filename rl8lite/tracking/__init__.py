@@ -127,7 +127,7 @@ def runs_view_url(experiment_id: str, port: int = 5000) -> str:
 
 
 #: Names of the submodules that import mlflow, loaded when first asked for.
-_LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "policy_model"}
+_LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "export"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,9 @@
-"""The trained policy as a ``torch.export`` program that needs neither rl8lite nor the env.
+"""The trained policy as a ``torch.export`` program, alone or as an MLflow model (served by
+``_pyfunc_policy.py``), that needs neither rl8lite nor the env.
 
-Its inputs: the observation's leaves ``[B, ...]`` (nested keys joined by ``"."``), a recurrent
-policy's state ``[B, state_size]``, a bool scalar ``deterministic``. It returns the actions
-(and a recurrent policy's next state).
+The program's inputs: the observation's leaves ``[B, ...]`` (nested keys joined by ``"."``), a
+recurrent policy's state ``[B, state_size]``, a bool scalar ``deterministic``. It returns the
+actions (and a recurrent policy's next state).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import re
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -190,3 +192,62 @@ def _export_failure(model_name: str, error: Exception, printed: str) -> str:
     where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed)
     at = f" at {Path(where[-1][0]).name}:{where[-1][1]} ({where[-1][2].strip()})" if where else ""
     return f"torch.export could not export {model_name}{at}: {type(error).__name__}: {reason}"
+
+
+def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
+    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite.
+
+    Raises:
+        ExportError: The policy could not be exported (see :func:`export_policy`).
+
+    Examples:
+        >>> import mlflow.pyfunc
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.examples import CartPole
+        >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
+        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
+        >>> model.predict(np.zeros((3, 4))).shape
+        (3, 1)
+    """
+    import mlflow.pyfunc
+    with tempfile.TemporaryDirectory() as tmp:
+        mlflow.pyfunc.save_model(str(path), **_model_arguments(policy, observation_spec, tmp))
+
+
+def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str, step: int,
+                     registered_model_name: str | None = None) -> Any:
+    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store), linked to
+    the run's metrics at ``step``, a new version of ``registered_model_name`` if given; return
+    its ``ModelInfo``."""
+    import mlflow.pyfunc
+    from mlflow.models import Model
+    with tempfile.TemporaryDirectory() as tmp:
+        return Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id,
+                         step=step, registered_model_name=registered_model_name,
+                         **_model_arguments(policy, observation_spec, tmp))
+
+
+def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
+    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder``. The
+    signature declares no inputs: ``_pyfunc_policy.py`` checks and casts them itself (MLflow's
+    check refuses any dtype but the declared one, e.g. numpy's float64)."""
+    import mlflow
+    from mlflow.models import ModelSignature
+    from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
+    desc = export_policy(policy, observation_spec, folder)
+    specs = zip([desc["actions"], desc["inputs"][-1]], desc["output_names"] or [None])
+    outputs = [TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
+               for spec, name in specs]
+    example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in desc["inputs"]}
+    return {
+        "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
+        "artifacts": {"program": str(Path(folder, PROGRAM_FILE)), "io": str(Path(folder, IO_FILE))},
+        "signature": ModelSignature(outputs=Schema(outputs), params=ParamSchema(
+            [ParamSpec("deterministic", "boolean", True)])),
+        "input_example": example if desc["named_inputs"] else next(iter(example.values())),
+        # explicit: inferring them costs seconds
+        "pip_requirements": [f"mlflow=={mlflow.__version__}", f"numpy=={np.__version__}",
+                             f"torch=={torch.__version__.split('+')[0]}"],
+    }

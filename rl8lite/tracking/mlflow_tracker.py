@@ -29,7 +29,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import fluent
 
 from . import TrackingError, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
-from .policy_model import log_policy_model
+from .export import log_policy_model
 
 try:
     import fcntl
