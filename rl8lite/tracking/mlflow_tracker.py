@@ -1,8 +1,6 @@
 """The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
-
 Metrics wait in memory until a background thread writes them in batches; ``flush``, ``end``
-and interpreter exit write what is left (MLflow's async queue drops it at exit).
-"""
+and interpreter exit write what is left (MLflow's async queue drops it at exit)."""
 
 from __future__ import annotations
 
@@ -58,7 +56,6 @@ class MlflowTracker:
             else ``default_experiment``.
         default_experiment: The experiment when none is named or set.
         run_name: Name of a new run (default: a random one, like MLflow's).
-        tags: Tags of the run.
         tracking_uri: Store to use (default: the active run's store when a run is active,
             else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
