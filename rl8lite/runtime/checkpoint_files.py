@@ -29,12 +29,9 @@ class CheckpointError(ValueError):
 
 
 def to_plain(value: Any, where: str) -> Any:
-    """``value`` as data ``torch.load(weights_only=True)`` reads back: numbers, strings,
-    tensors, lists/tuples/dicts (str or int keys) of them; numpy scalars become Python numbers.
-
-    Raises:
-        CheckpointError: Anything else, naming ``where`` (the config key).
-    """
+    """``value`` as data ``torch.load(weights_only=True)`` reads back (numbers, strings, tensors,
+    lists/tuples/dicts of them, classes as dotted paths), else a :class:`CheckpointError`
+    naming ``where`` (the config key)."""
     if isinstance(value, np.generic):  # first: np.float64 is also a Python float
         return value.item()
     if isinstance(value, (bool, int, float, str, type(None), torch.Tensor)):
@@ -128,12 +125,9 @@ def numbered_checkpoints(folder: str | os.PathLike[str], rank: int = 0) -> list[
 
 
 def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
-    """Record ``target`` as the run's latest checkpoint in ``<folder>/latest``; return that file.
-
-    The file holds the checkpoint's name when it is in ``folder`` (the folder can move),
-    else its absolute path. It is replaced atomically, and is a plain file (not a symlink)
-    so that it works on any filesystem.
-    """
+    """Record ``target`` in ``<folder>/latest`` (replaced atomically; a plain file, which any
+    filesystem has): its name when it is in ``folder`` (which can move), else its absolute
+    path. Return that file."""
     folder, target = Path(folder), Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())

@@ -209,11 +209,8 @@ def process_rank() -> tuple[int, int, int]:
 
 
 def resolve_device(setting: Any) -> torch.device:
-    """``"auto"`` becomes CUDA when available, else CPU.
-
-    Raises:
-        ValueError: Not a torch device, or CUDA asked for where there is none.
-    """
+    """``setting`` as a torch device (``"auto"``: CUDA when available, else CPU); a
+    ``ValueError`` for an invalid device, or CUDA where there is none."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -260,12 +257,8 @@ def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0
                        ) -> tuple[Ranks, torch.device]:
     """This process's :class:`Ranks` and device: joins (starting it when needed) the default
     process group when ``torchrun``'s variables ask for several processes or one was started
-    (gloo on CPUs, NCCL on GPUs); else a single process.
-
-    Raises:
-        DistributedError: A CUDA device that is not ``cuda:LOCAL_RANK``, or a backend that
-            does not fit the device.
-    """
+    (gloo on CPUs, NCCL on GPUs), else a single process. See :func:`rank_device` and
+    :func:`check_backend` for the errors it raises."""
     _, world_size, local_rank = process_rank()
     if not dist.is_available() or not (dist.is_initialized() or world_size > 1):
         return Ranks(), resolve_device(device_setting)
