@@ -163,12 +163,10 @@ class Ranks:
 
 def shares_failures(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run a method of an object with ``ranks`` under :meth:`Ranks.sharing_failures`."""
-
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self.ranks.sharing_failures():
             return method(self, *args, **kwargs)
-
     return wrapper
 
 
@@ -185,18 +183,17 @@ def _post_failure(rank: int, message: str) -> None:
 
 
 def _read_failure(timeout_s: float) -> tuple[int, str] | None:
-    store = _store()
-    if store is None:
-        return None
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The ``(rank, error)`` a rank posted, waited for up to ``timeout_s``; ``None`` if none."""
+    store, deadline = _store(), time.monotonic() + timeout_s
+    while store is not None:
         with contextlib.suppress(Exception):
             if store.check([FAILURE_KEY]):
                 rank, _, message = store.get(FAILURE_KEY).decode().partition("\n")
                 return int(rank), message
         if time.monotonic() >= deadline:
-            return None
+            break
         time.sleep(0.05)
+    return None
 
 
 def process_rank() -> tuple[int, int, int]:

@@ -1,11 +1,8 @@
-"""MLflow model (models-from-code) serving a policy exported by ``rl8lite.tracking.export``;
-MLflow copies this file into the model, so it imports nothing from rl8lite.
-
-``predict(obs)`` maps a batch of observations (a dict of arrays for dict observations, nested
-keys joined by ``"."``) of any real dtype to actions, deterministic unless
-``params={"deterministic": False}``. A recurrent policy takes and returns a dict with
-``"recurrent_state"`` too (start from ``initial_state``; zero a row's state where its episode
-ended).
+"""MLflow model (models-from-code, copied into the model: no rl8lite imports) serving a policy
+exported by ``rl8lite.tracking.export``: observations (a dict of arrays, keys joined by ``"."``,
+for dict observations) to actions, deterministic unless ``params={"deterministic": False}``; a
+recurrent policy also takes and returns ``"recurrent_state"`` (start from ``initial_state``;
+zero a row's state where its episode ended).
 """
 
 import json
