@@ -117,12 +117,8 @@ class PolicyProgram(nn.Module):
 
 
 def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
-    """``policy`` as a :class:`PolicyProgram`, what every export format traces.
-
-    Raises:
-        ExportError: The model sees windows of past observations, or an observation key
-            cannot be an input name.
-    """
+    """``policy`` as a :class:`PolicyProgram`; an :class:`ExportError` when the model sees
+    windows of past observations or an observation key cannot be an input name."""
     windowed = windows_seen(policy.model, observation_spec)
     if windowed:
         raise ExportError(f"{windowed}, and the exported program takes one observation per row:"
@@ -132,11 +128,8 @@ def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
     """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
-
-    Raises:
-        ExportError: See :func:`policy_program`; or ``torch.export`` failed (the message
-            names the line it stopped at, when it printed one).
-    """
+    Raises :class:`ExportError` (see :func:`policy_program`), naming the line ``torch.export``
+    stopped at when it printed one."""
     program = policy_program(policy, observation_spec)
     example = program.example_inputs(2)
     batch = torch.export.Dim("batch", min=1)
