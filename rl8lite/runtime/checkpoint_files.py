@@ -1,19 +1,17 @@
 """Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``; the global
-random streams they save, and seeding them.
-
-A checkpoint is a dict of tensors and plain values only: classes travel as
-dotted paths (``"package.module.Class"``) and are imported again on resume,
-so loading one never unpickles an arbitrary object. What a trainer puts in one
-is :mod:`rl8lite.trainers.checkpoints`' business; this module knows files.
+random streams they save, and seeding them. A checkpoint holds tensors and plain values only
+(classes as dotted paths), so loading one never unpickles an arbitrary object.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -24,7 +22,6 @@ FORMAT = "rl8lite-checkpoint"
 VERSION = 1
 #: The file in a run's checkpoint folder that names the checkpoint written last.
 LATEST = "latest"
-_NUMBERED = re.compile(r"checkpoint-(\d+)\.pt")
 
 
 class CheckpointError(ValueError):
@@ -32,13 +29,9 @@ class CheckpointError(ValueError):
 
 
 def to_plain(value: Any, where: str) -> Any:
-    """``value`` as data ``torch.load(weights_only=True)`` reads back: numbers, strings,
-    tensors, lists/tuples/dicts (str or int keys) of them; numpy scalars become Python numbers.
-
-    Raises:
-        CheckpointError: naming ``where`` (the config key) for anything else, so a
-            checkpoint that could not be loaded is never written.
-    """
+    """``value`` as data ``torch.load(weights_only=True)`` reads back (numbers, strings, tensors,
+    lists/tuples/dicts of them, classes as dotted paths), else a :class:`CheckpointError`
+    naming ``where`` (the config key)."""
     if isinstance(value, np.generic):  # first: np.float64 is also a Python float
         return value.item()
     if isinstance(value, (bool, int, float, str, type(None), torch.Tensor)):
@@ -50,8 +43,8 @@ def to_plain(value: Any, where: str) -> Any:
     if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
         return {k: to_plain(v, f"{where}.{k}") for k, v in value.items()}
     raise CheckpointError(
-        f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings, tensors and"
-        " lists/dicts of them (classes as dotted paths); pass plain values in configs"
+        f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings,"
+        " tensors and lists/dicts of them (classes as dotted paths); pass plain values in configs"
     )
 
 
@@ -78,49 +71,47 @@ def capture_rng() -> dict[str, Any]:
 
 def restore_rng(state: dict[str, Any]) -> None:
     """Set the global RNGs to what :func:`capture_rng` returned."""
-    python = state["python"]
+    python, np_state = state["python"], state["numpy"]
     random.setstate((python[0], tuple(python[1]), python[2]))
-    np_state = state["numpy"]
-    np.random.set_state((np_state["kind"], np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
-                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    np.random.set_state((np_state["kind"], np_state["keys"].numpy().astype(np.uint32),
+                         np_state["pos"], np_state["has_gauss"], np_state["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``payload`` to ``path`` so that a crash at any instant leaves the old file intact.
-
-    The bytes go to a temporary file in the same folder, are fsynced, and the
-    file is renamed over ``path`` (atomic on POSIX); the folder is fsynced too.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[BinaryIO]:
+    """A file beside ``path``, fsynced and renamed over it (atomic on POSIX), the folder fsynced:
+    a crash at any instant leaves the old file or the new one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            torch.save(payload, f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
+        tmp.unlink(missing_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``payload`` to ``path`` so that a crash at any instant leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _replacing(path) as f:
+        torch.save(payload, f)
     return path
 
 
-def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def rank_file(path: str | os.PathLike[str], rank: int) -> Path:
-    """The file rank ``rank`` of a multi-process run writes for checkpoint ``path``:
-    ``path`` itself for rank 0, ``<stem>.rank<rank><suffix>`` beside it for the others."""
+    """The file rank ``rank`` writes for checkpoint ``path``: ``path`` itself for rank 0,
+    ``<stem>.rank<rank><suffix>`` beside it for the others."""
     path = Path(path)
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
@@ -128,46 +119,27 @@ def rank_file(path: str | os.PathLike[str], rank: int) -> Path:
 def numbered_checkpoints(folder: str | os.PathLike[str], rank: int = 0) -> list[tuple[int, Path]]:
     """``folder``'s checkpoints of ``rank`` (``checkpoint-<env steps>.pt``, or its
     :func:`rank_file`) as ``(env steps, path)``, fewest first."""
-    pattern = _NUMBERED if rank == 0 else re.compile(rf"checkpoint-(\d+)\.rank{rank}\.pt")
-    found = []
-    for path in Path(folder).glob("checkpoint-*.pt"):
-        match = pattern.fullmatch(path.name)
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
+    pattern = re.compile(r"checkpoint-(\d+)" + (rf"\.rank{rank}" if rank else "") + r"\.pt")
+    paths = Path(folder).glob("checkpoint-*.pt")
+    return sorted((int(m.group(1)), p) for p in paths if (m := pattern.fullmatch(p.name)))
 
 
 def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
-    """Record ``target`` as the run's latest checkpoint in ``<folder>/latest``; return that file.
-
-    The file holds the checkpoint's name when it is in ``folder`` (the folder can move),
-    else its absolute path. It is replaced atomically (written beside, fsynced, renamed
-    over, the folder fsynced): a crash leaves it naming the previous checkpoint or
-    ``target``. A plain file, not a symlink, so it works on any filesystem and OS.
-    """
+    """Record ``target`` in ``<folder>/latest`` (replaced atomically; a plain file, which any
+    filesystem has): its name when it is in ``folder`` (which can move), else its absolute
+    path. Return that file."""
     folder, target = Path(folder), Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())
-    pointer = folder / LATEST
-    tmp = folder / f".{LATEST}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(dest)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, pointer)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(folder)
-    return pointer
+    with _replacing(folder / LATEST) as f:
+        f.write(dest.encode("utf-8"))
+    return folder / LATEST
 
 
 def latest_in(folder: str | os.PathLike[str]) -> Path | None:
-    """The checkpoint ``<folder>/latest`` names (it may since have been deleted), or ``None``
-    when the folder has no such record (e.g. written before it existed)."""
-    pointer = Path(folder) / LATEST
+    """The checkpoint ``<folder>/latest`` names (it may since have been deleted), or ``None``."""
     try:
-        dest = pointer.read_text(encoding="utf-8").strip()
+        dest = (Path(folder) / LATEST).read_text(encoding="utf-8").strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
     return Path(folder) / dest if dest else None
@@ -180,14 +152,12 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - corrupt zip, truncated file, foreign pickle: one message
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is corrupt, truncated or not a safe rl8lite checkpoint: {e}"
-        ) from None
+    except Exception as e:  # noqa: BLE001 - corrupt zip, truncated file, foreign pickle
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt, truncated or not a safe"
+                              f" rl8lite checkpoint: {e}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not an rl8lite checkpoint")
     if payload.get("version") != VERSION:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} has format version {payload.get('version')}, this rl8lite reads {VERSION}"
-        )
+        raise CheckpointError(f"checkpoint {str(path)!r} has format version"
+                              f" {payload.get('version')}, this rl8lite reads {VERSION}")
     return payload

@@ -1,16 +1,8 @@
-"""Data-parallel training processes: joining ``torch.distributed``, collectives, shared failures.
+"""Data-parallel training processes (``torchrun``): the process group, collectives, failures.
 
-Started with ``torchrun`` (``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK`` set), every
-process builds the same algorithm; :func:`join_process_group` makes it one rank of a
-process group (gloo on CPUs, NCCL on GPUs). Without those variables nothing is
-initialised and :class:`Ranks` is a single process whose collectives return at once.
-
-No rank is left waiting alone in a collective: a rank that fails posts its error to the
-job's store and closes its process group, so the other ranks' next collective raises
-at once (gloo reports the closed connection); they read the error and raise a
-:class:`DistributedError` that names the failing rank. A watchdog thread covers
-collectives that would not notice (NCCL): once a failure is posted, a rank still
-blocked after ``grace_s`` ends its process.
+A rank that fails posts its error to the job's store and closes its process group, so the
+other ranks' next collective raises a :class:`DistributedError` naming it; a watchdog ends
+a rank still blocked (NCCL does not see a dead peer) ``grace_s`` after a failure is posted.
 """
 
 from __future__ import annotations
@@ -66,7 +58,6 @@ class Ranks:
         """Whether this is rank 0, the one that talks to MLflow and prints."""
         return self.rank == 0
 
-    # ------------------------------------------------------------------ collectives
     def all_reduce_(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """Reduce ``tensor`` in place over every rank (``"sum"``, ``"max"`` or ``"min"``)."""
         if self.distributed:
@@ -74,10 +65,11 @@ class Ranks:
             self._collective(lambda: dist.all_reduce(tensor, op=ops[op]))
         return tensor
 
-    def sum(self, values: Sequence[float | torch.Tensor], device: torch.device | str = "cpu") -> torch.Tensor:
+    def sum(self, values: Sequence[float | torch.Tensor], device: torch.device | str = "cpu"
+            ) -> torch.Tensor:
         """The float64 sums over ranks of ``values`` (one collective)."""
-        stacked = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device) for v in values])
-        return self.all_reduce_(stacked, "sum")
+        return self.all_reduce_(torch.stack(
+            [torch.as_tensor(v, dtype=torch.float64, device=device) for v in values]))
 
     def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         if self.distributed:
@@ -102,9 +94,8 @@ class Ranks:
     def agree(self, flags: Sequence[float]) -> list[float]:
         """The largest value of each flag over all ranks: a decision taken on any rank
         (a stop condition, a signal) takes effect on every rank at the same step."""
-        if not self.distributed:
-            return [float(f) for f in flags]
-        return self.all_reduce_(torch.tensor([float(f) for f in flags], dtype=torch.float64), "max").tolist()
+        values = torch.tensor([float(f) for f in flags], dtype=torch.float64)
+        return self.all_reduce_(values, "max").tolist()
 
     def barrier(self) -> None:
         self.agree([0.0])
@@ -118,20 +109,18 @@ class Ranks:
         finally:
             self.collective_seconds += time.perf_counter() - start
 
-    # ------------------------------------------------------------------ failures
     def peer_failure(self, error: BaseException) -> DistributedError:
         """The error to raise when a collective failed because another rank did."""
         self._noticed = True
         posted = _read_failure(timeout_s=3.0)
         if posted is not None and posted[0] != self.rank:
             return DistributedError(f"rank {posted[0]} failed: {posted[1]}")
-        return DistributedError(
-            f"another rank stopped (killed, or crashed without reporting an error): {str(error).splitlines()[0]}"
-        )
+        return DistributedError("another rank stopped (killed, or crashed without reporting an"
+                                f" error): {str(error).splitlines()[0]}")
 
     @contextlib.contextmanager
     def sharing_failures(self) -> Iterator[None]:
-        """Post an exception raised inside to the other ranks (see the module docstring)."""
+        """Post an exception raised inside to the other ranks, and close the process group."""
         try:
             yield
         except DistributedError:
@@ -144,15 +133,40 @@ class Ranks:
                     dist.destroy_process_group()
             raise
 
+    def _watch_failures(self, grace_s: float = 10.0, poll_s: float = 0.5) -> None:
+        """End this process when another rank posted a failure that this one has not noticed
+        within ``grace_s`` (blocked in a collective that does not see a dead peer)."""
+        while dist.is_initialized():
+            posted = _read_failure(timeout_s=0.0)
+            if posted is not None and posted[0] != self.rank:
+                time.sleep(grace_s)
+                if not self._noticed:
+                    message = f"rank {posted[0]} failed: {posted[1]}"
+                    for callback in self.on_peer_failure:
+                        with contextlib.suppress(Exception):
+                            callback(message)
+                    os._exit(1)
+                return
+            time.sleep(poll_s)
+
+    def _leave_group(self) -> None:
+        """At exit, wait for every rank, then close the group: a rank that closed its
+        connections while a peer still used them would make the peer's gloo abort."""
+        if not dist.is_initialized():
+            return
+        if not (self._failed or self._noticed):
+            with contextlib.suppress(Exception):
+                self.barrier()
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
 
 def shares_failures(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run a method of an object with ``ranks`` under :meth:`Ranks.sharing_failures`."""
-
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self.ranks.sharing_failures():
             return method(self, *args, **kwargs)
-
     return wrapper
 
 
@@ -164,31 +178,27 @@ def _store() -> Any:
 
 
 def _post_failure(rank: int, message: str) -> None:
-    store = _store()
-    if store is None:
-        return
     with contextlib.suppress(Exception):
-        store.compare_set(FAILURE_KEY, "", f"{rank}\n{message}")
+        _store().compare_set(FAILURE_KEY, "", f"{rank}\n{message}")
 
 
 def _read_failure(timeout_s: float) -> tuple[int, str] | None:
-    store = _store()
-    if store is None:
-        return None
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The ``(rank, error)`` a rank posted, waited for up to ``timeout_s``; ``None`` if none."""
+    store, deadline = _store(), time.monotonic() + timeout_s
+    while store is not None:
         with contextlib.suppress(Exception):
             if store.check([FAILURE_KEY]):
                 rank, _, message = store.get(FAILURE_KEY).decode().partition("\n")
                 return int(rank), message
         if time.monotonic() >= deadline:
-            return None
+            break
         time.sleep(0.05)
+    return None
 
 
 def process_rank() -> tuple[int, int, int]:
-    """``(rank, world size, local rank)`` of this process: the process group's when one is
-    initialised, else torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), else one process."""
+    """``(rank, world size, local rank)``: the process group's when one is initialised, else
+    torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), else one process."""
     local = int(os.environ.get("LOCAL_RANK", "0") or 0)
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), local
@@ -196,11 +206,8 @@ def process_rank() -> tuple[int, int, int]:
 
 
 def resolve_device(setting: Any) -> torch.device:
-    """``"auto"`` becomes CUDA when available, else CPU.
-
-    Raises:
-        ValueError: Not a torch device, or CUDA asked for where there is none.
-    """
+    """``setting`` as a torch device (``"auto"``: CUDA when available, else CPU); a
+    ``ValueError`` for an invalid device, or CUDA where there is none."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -223,8 +230,9 @@ def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.de
             return torch.device("cuda", local_rank)
         if device.index != local_rank:
             raise DistributedError(
-                f"device={str(setting)!r} on the process with LOCAL_RANK={local_rank}: each process trains on"
-                f" cuda:LOCAL_RANK; pass device='cuda' (or 'auto') to use cuda:{local_rank}"
+                f"device={str(setting)!r} on the process with LOCAL_RANK={local_rank}: each"
+                " process trains on cuda:LOCAL_RANK; pass device='cuda' (or 'auto') to use"
+                f" cuda:{local_rank}"
             )
     return device
 
@@ -233,27 +241,21 @@ def check_backend(backend: str, device: torch.device) -> None:
     """NCCL needs CUDA tensors; gloo on GPUs works but copies through the host."""
     if backend == "nccl" and device.type != "cuda":
         raise DistributedError(
-            f"the process group uses the NCCL backend, which needs CUDA devices, but this rank trains on"
-            f" {device}: use the gloo backend on CPUs (rl8lite picks it when it starts the group)"
+            "the process group uses the NCCL backend, which needs CUDA devices, but this rank"
+            f" trains on {device}: use the gloo backend on CPUs (rl8lite picks it when it starts"
+            " the group)"
         )
     if backend == "gloo" and device.type == "cuda":
-        warnings.warn(
-            "the process group uses gloo while training on CUDA: gradients go through the host; NCCL is faster",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        warnings.warn("the process group uses gloo while training on CUDA: gradients go through"
+                      " the host; NCCL is faster", RuntimeWarning, stacklevel=3)
 
 
-def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0) -> tuple[Ranks, torch.device]:
-    """This process's :class:`Ranks` and device.
-
-    Joins (starting it when needed) the default process group when ``torchrun``'s
-    variables ask for several processes, or one was already started; else a single process.
-
-    Raises:
-        DistributedError: A CUDA device that is not ``cuda:LOCAL_RANK``, or a backend that
-            does not fit the device.
-    """
+def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0
+                       ) -> tuple[Ranks, torch.device]:
+    """This process's :class:`Ranks` and device: joins (starting it when needed) the default
+    process group when ``torchrun``'s variables ask for several processes or one was started
+    (gloo on CPUs, NCCL on GPUs), else a single process. See :func:`rank_device` and
+    :func:`check_backend` for the errors it raises."""
     _, world_size, local_rank = process_rank()
     if not dist.is_available() or not (dist.is_initialized() or world_size > 1):
         return Ranks(), resolve_device(device_setting)
@@ -268,41 +270,8 @@ def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0) -> tup
     check_backend(dist.get_backend(), device)
     ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank)
     if started:
-        atexit.register(_leave_process_group, ranks)
-    _FailureWatchdog(ranks).start()
+        atexit.register(ranks._leave_group)
+    threading.Thread(target=ranks._watch_failures, name="rl8lite-failure-watchdog",
+                     daemon=True).start()
     return ranks, device
 
-
-def _leave_process_group(ranks: Ranks) -> None:
-    """At exit, wait for every rank, then close the group: a rank that closed its
-    connections while a peer still used them would make the peer's gloo abort."""
-    if not dist.is_initialized():
-        return
-    if not (ranks._failed or ranks._noticed):
-        with contextlib.suppress(Exception):
-            ranks.barrier()
-    with contextlib.suppress(Exception):
-        dist.destroy_process_group()
-
-
-class _FailureWatchdog(threading.Thread):
-    """Ends this process when another rank posted a failure and this one has not noticed
-    it within ``grace_s`` (blocked in a collective that does not see a dead peer)."""
-
-    def __init__(self, ranks: Ranks, grace_s: float = 10.0, poll_s: float = 0.5) -> None:
-        super().__init__(name="rl8lite-failure-watchdog", daemon=True)
-        self.ranks, self.grace_s, self.poll_s = ranks, grace_s, poll_s
-
-    def run(self) -> None:
-        while dist.is_initialized():
-            posted = _read_failure(timeout_s=0.0)
-            if posted is not None and posted[0] != self.ranks.rank:
-                time.sleep(self.grace_s)
-                if not self.ranks._noticed:  # blocked in a collective, not raising
-                    message = f"rank {posted[0]} failed: {posted[1]}"
-                    for callback in self.ranks.on_peer_failure:
-                        with contextlib.suppress(Exception):
-                            callback(message)
-                    os._exit(1)
-                return
-            time.sleep(self.poll_s)

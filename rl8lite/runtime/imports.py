@@ -7,7 +7,6 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-
 #: Modules that moved: a dotted path an older checkpoint or config names still imports.
 MOVED_MODULES = {
     "rl8lite.models.mlp": "rl8lite.models.default",
@@ -23,8 +22,7 @@ MOVED_MODULES = {
 
 
 def package_version(name: str) -> str:
-    """The installed version of distribution ``name`` (``"unknown"`` when it is not installed,
-    e.g. imported from a source tree)."""
+    """The installed version of distribution ``name``, or ``"unknown"``."""
     try:
         return version(name)
     except PackageNotFoundError:
@@ -40,19 +38,16 @@ def qualified_name(obj: Any) -> str:
 def dotted_path(cls: type) -> str:
     """``"module.QualName"`` of a class; refuses classes that cannot be imported back."""
     if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
-        raise ImportError(
-            f"{cls.__qualname__} (in {cls.__module__}) cannot be imported by dotted path;"
-            " define it at module level in an importable module"
-        )
-    return f"{cls.__module__}.{cls.__qualname__}"
+        raise ImportError(f"{cls.__qualname__} (in {cls.__module__}) cannot be imported by dotted"
+                          " path; define it at module level in an importable module")
+    return qualified_name(cls)
 
 
 def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
     """The object named ``"package.module.Name"`` or ``"package.module:Name"``.
 
     Raises:
-        ImportError: The module cannot be imported or lacks the name; the
-            message names ``what`` and the path.
+        ImportError: The module cannot be imported or lacks the name (naming ``what``).
 
     Examples:
         >>> import_dotted_path("rl8lite.env.DiscreteDummyEnv").__name__
@@ -62,10 +57,8 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
     """
     dotted = isinstance(path, str) and re.fullmatch(r"[\w.]+(:[\w.]+)?", path) is not None
     if not dotted or "." not in path.replace(":", "."):
-        raise ImportError(
-            f"{what} {path!r} is not a dotted path (expected 'package.module.Name' or"
-            " 'package.module:Name')"
-        )
+        raise ImportError(f"{what} {path!r} is not a dotted path (expected 'package.module.Name'"
+                          " or 'package.module:Name')")
     located = _moved(path)
     if ":" in located:
         module_name, attributes = located.split(":")
@@ -78,13 +71,12 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
         try:
             obj: Any = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            # Only a missing *prefix of the path* means "try a shorter module";
-            # a module that fails to import its own dependencies is reported as is.
+            # only a missing prefix of the path means "try a shorter module"
             if e.name is not None and f"{module_name}.".startswith(f"{e.name}."):
                 missing = missing or e
                 continue
             raise ImportError(f"cannot import {what} {path!r}: {e}") from e
-        except Exception as e:  # noqa: BLE001 - any failure inside the user's module
+        except Exception as e:  # any failure inside the user's module
             raise ImportError(f"cannot import {what} {path!r}: {type(e).__name__}: {e}") from e
         for i, name in enumerate(attributes):
             try:

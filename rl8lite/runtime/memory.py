@@ -1,5 +1,5 @@
-"""Memory: bytes held by tensors and optimizers, the device's totals, and (asked for) glibc's malloc
-kept from returning freed memory."""
+"""Memory: bytes held by tensors and optimizers, the device's totals, and (asked for) glibc's
+malloc kept from returning freed memory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import sys
 from collections.abc import Iterable
 
 import torch
-from tensordict import TensorDict
+
+# mallopt parameters (glibc's malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: Blocks up to this size come from malloc's heap (glibc's maximum on 64-bit).
+MMAP_THRESHOLD = 32 * 2**20
+#: Freed heap memory malloc keeps for reuse before it returns any to the OS.
+TRIM_THRESHOLD = 2**30
+_applied = False
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -17,16 +25,10 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def tensordict_bytes(td: TensorDict) -> int:
-    """Bytes of every leaf of ``td``."""
-    return tensor_bytes(td.values(include_nested=True, leaves_only=True))
-
-
 def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of the optimizer's per-parameter state (Adam: two moments and a step)."""
-    return tensor_bytes(
-        v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)
-    )
+    states = optimizer.state.values()
+    return tensor_bytes(v for s in states for v in s.values() if isinstance(v, torch.Tensor))
 
 
 def device_memory(device: torch.device) -> dict[str, float]:
@@ -42,24 +44,13 @@ def device_memory(device: torch.device) -> dict[str, float]:
         free, total = info.get("MemAvailable", 0), info.get("MemTotal", 0)
     if not total:
         return {}
-    return {
-        "memory/free": float(free),
-        "memory/total": float(total),
-        "memory/percent": 100.0 * (total - free) / total,
-    }
+    return {"memory/free": float(free), "memory/total": float(total),
+            "memory/percent": 100.0 * (total - free) / total}
 
 
-# mallopt parameters (glibc's malloc.h).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-#: Blocks up to this size come from malloc's heap (glibc's maximum on 64-bit).
-MMAP_THRESHOLD = 32 * 2**20
-#: Freed heap memory malloc keeps for reuse before it returns any to the OS.
-TRIM_THRESHOLD = 2**30
-#: Where a user tunes glibc malloc: any ``MALLOC_*`` variable, or malloc tunables in
-#: ``GLIBC_TUNABLES``. Either set means the user's choice stands.
 def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
-    """The environment variables that tune glibc malloc, by name."""
+    """The environment variables that tune glibc malloc (``MALLOC_*``, malloc tunables in
+    ``GLIBC_TUNABLES``), by name: where any is set, the user's choice stands."""
     environ = dict(os.environ) if environ is None else environ
     names = [name for name in environ if name.startswith("MALLOC_")]
     if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
@@ -67,15 +58,10 @@ def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
     return names
 
 
-_applied = False
-
-
 def keep_freed_memory() -> bool:
-    """Apply the settings once per process; return whether they are in effect.
-
-    Does nothing (and returns ``False``) off Linux, without glibc's ``mallopt``,
-    or when the environment tunes malloc (:func:`user_malloc_settings`).
-    """
+    """Apply :data:`MMAP_THRESHOLD` and :data:`TRIM_THRESHOLD` once per process; return
+    whether they are in effect (never off Linux, without glibc, or with
+    :func:`user_malloc_settings`)."""
     global _applied
     if not sys.platform.startswith("linux") or user_malloc_settings():
         return False
@@ -85,11 +71,7 @@ def keep_freed_memory() -> bool:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (e.g. musl)
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    # mallopt returns 1 on success.
-    _applied = (
-        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-        and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
-    )
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    _applied = (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1  # 1: success
+                and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
     return _applied

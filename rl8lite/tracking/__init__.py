@@ -1,15 +1,6 @@
-"""Experiment tracking, export and serving: the only package that imports mlflow.
-
-Here: the :class:`Tracker` protocol a :class:`~rl8lite.Trainer` logs through, a tracker
-that logs nothing, and where runs go. :mod:`~.mlflow_tracker` logs a run to MLflow,
-:mod:`~.export` turns a policy into a ``torch.export`` program, :mod:`~.policy_model`
-packs it as an MLflow model (served by ``_pyfunc_policy.py``) and
-:mod:`~.rl8_policy_model` holds rl8's models of a pickled policy. mlflow is imported on
-first use (it adds seconds to a process's start).
-
-The default store is ``MLFLOW_TRACKING_URI`` (or an earlier ``mlflow.set_tracking_uri``)
-when set, else a SQLite store ``mlruns/mlflow.db`` in the nearest folder, from the current
-directory upwards, that has an ``mlruns/`` folder (the current directory when none has).
+"""Experiment tracking, export and serving: the only package that imports mlflow (on first
+use: it adds seconds to a process's start). Here: the :class:`Tracker` protocol a
+:class:`~rl8lite.Trainer` logs through, a tracker that logs nothing, and where runs go.
 """
 
 from __future__ import annotations
@@ -19,6 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from ..runtime.imports import package_version
 
 
 class TrackingError(RuntimeError):
@@ -30,8 +23,7 @@ class Tracker(Protocol):
     """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default.
 
     Attributes:
-        run_id: The MLflow run (``None``: not MLflow; a checkpoint then needs ``tracker=``
-            to resume).
+        run_id: The MLflow run (``None``: not MLflow; resuming then needs ``tracker=``).
         tracking_uri: The MLflow store, or ``None``.
         checkpoint_dir: Where checkpoints go (``None``: ``save_checkpoint`` needs ``path=``).
         resumed: Whether the params are already logged (a continued run).
@@ -43,23 +35,17 @@ class Tracker(Protocol):
     resumed: bool
 
     def log_params(self, params: dict[str, Any]) -> None: ...
-
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
-
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
-
     def log_image(self, image: Any, *, key: str, step: int) -> None: ...
-
     def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
                    registered_model_name: str | None = None) -> str: ...
-
     def flush(self) -> None: ...
-
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None: ...
 
 
-class NullTracker:
-    """Logs nothing: the tracker of every rank but rank 0 in multi-process training.
+class NullTracker(Tracker):
+    """Logs nothing (the protocol's methods do nothing): the tracker of every rank but rank 0.
 
     Args:
         checkpoint_dir: The run's checkpoint folder (each rank writes its own file there).
@@ -77,37 +63,15 @@ class NullTracker:
     def __init__(self, checkpoint_dir: str | Path | None = None) -> None:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
 
-    def log_params(self, params: dict[str, Any]) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        pass
-
-    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        pass
-
-    def log_image(self, image: Any, *, key: str, step: int) -> None:
-        pass
-
     def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
                    registered_model_name: str | None = None) -> str:
         return ""
 
-    def flush(self) -> None:
-        pass
-
-    def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        pass
-
 
 def mlflow_version() -> str:
     """The installed mlflow's version, read from its metadata (without importing mlflow)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mlflow")
-    except PackageNotFoundError:
-        return "not installed"
+    version = package_version("mlflow")
+    return "not installed" if version == "unknown" else version
 
 
 def find_mlruns_dir(start: Path | None = None) -> Path:
@@ -120,9 +84,9 @@ def find_mlruns_dir(start: Path | None = None) -> Path:
 
 
 def default_tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else the SQLite store in the project's ``mlruns/``."""
+    """``MLFLOW_TRACKING_URI`` (or ``mlflow.set_tracking_uri``'s) if set, else the SQLite store
+    ``mlflow.db`` in :func:`find_mlruns_dir`."""
     import mlflow
-
     if mlflow.is_tracking_uri_set():
         return mlflow.get_tracking_uri()
     mlruns = find_mlruns_dir()
@@ -139,13 +103,12 @@ def checkpoint_dir(tracking_uri: str, run_id: str) -> Path:
 def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destination: Path) -> Path:
     """Fetch one artifact of a run (without touching the run's status)."""
     from mlflow import MlflowClient
-
     return Path(MlflowClient(tracking_uri).download_artifacts(run_id, artifact, str(destination)))
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri``, naming the ``mlflow``
-    executable beside the running Python (so it works without activating the venv).
+    """The shell command that opens the MLflow UI on ``tracking_uri`` (with the ``mlflow``
+    executable beside the running Python, so that it works without activating the venv).
 
     Examples:
         >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]
@@ -159,11 +122,12 @@ def ui_command(tracking_uri: str, port: int = 5000) -> str:
 
 def runs_view_url(experiment_id: str, port: int = 5000) -> str:
     """The UI link to an experiment's runs view (MLflow 3 opens a GenAI page otherwise)."""
-    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    return (f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
+            "?workflowType=machine_learning")
 
 
-#: Public names of the submodules that import mlflow, loaded when first asked for.
-_LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "policy_model"}
+#: Names of the submodules that import mlflow, loaded when first asked for.
+_LAZY = {"MlflowTracker": "mlflow_tracker", "save_policy_model": "export"}
 
 
 def __getattr__(name: str) -> Any:

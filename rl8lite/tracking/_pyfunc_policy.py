@@ -1,15 +1,8 @@
-"""MLflow model (models-from-code) serving a policy exported by ``rl8lite.tracking.export``.
-
-MLflow copies this file into the saved model and runs it at load time, so it imports
-nothing from rl8lite: loading a policy needs torch, numpy and mlflow only.
-
-``predict(obs)`` takes a batch of observations (a dict of arrays for dict observations,
-nested keys joined by ``"."``) of any real dtype, cast to the policy's, and returns the
-actions, deterministic unless ``params={"deterministic": False}``. A recurrent policy
-takes a dict holding the observation (``"obs"``, or its keys) and ``"recurrent_state"``,
-and returns ``{"actions": ..., "recurrent_state": ...}``; start from
-``model.unwrap_python_model().initial_state(batch_size)`` and, as in training, zero a
-row's state where its episode ended.
+"""MLflow model (models-from-code, copied into the model: no rl8lite imports) serving a policy
+exported by ``rl8lite.tracking.export``: observations (a dict of arrays, keys joined by ``"."``,
+for dict observations) to actions, deterministic unless ``params={"deterministic": False}``; a
+recurrent policy also takes and returns ``"recurrent_state"`` (start from ``initial_state``;
+zero a row's state where its episode ended).
 """
 
 import json
@@ -33,8 +26,7 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         (state,) = [spec for spec in self.io["inputs"] if spec["name"] == self.io["state_name"]]
         return np.zeros((batch_size, *state["shape"]), dtype=state["dtype"])
 
-    # The saved signature declares no inputs (MLflow would refuse any dtype but the declared
-    # one): they are checked and cast here.
+    # the signature declares no inputs (MLflow would refuse other dtypes): checked and cast here
     def predict(self, context, model_input: np.ndarray, params=None):
         deterministic = True if params is None else bool(params.get("deterministic", True))
         if not self.io["named_inputs"]:

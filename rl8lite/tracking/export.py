@@ -1,13 +1,9 @@
-"""The trained policy as a program that needs neither rl8lite nor the env.
+"""The trained policy as a ``torch.export`` program, alone or as an MLflow model (served by
+``_pyfunc_policy.py``), that needs neither rl8lite nor the env.
 
-:func:`policy_program` builds the program as a module; :func:`export_policy` exports it
-with ``torch.export`` into a folder: ``policy.pt2`` and ``io.json`` (its inputs and
-outputs by name), which ``_pyfunc_policy.py`` serves as an MLflow model.
-
-The program's inputs are the observation's leaves as separate tensors ``[B, ...]`` (one
-for a vector observation; one per key of a dict observation, nested keys joined by
-``"."``), then for a recurrent policy its state ``[B, state_size]``, then a bool scalar
-``deterministic``. It returns the actions, and for a recurrent policy the next state.
+The program's inputs: the observation's leaves ``[B, ...]`` (nested keys joined by ``"."``), a
+recurrent policy's state ``[B, state_size]``, a bool scalar ``deterministic``. It returns the
+actions (and a recurrent policy's next state).
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ import json
 import logging
 import re
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,11 +42,7 @@ class ExportError(RuntimeError):
 
 def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
     """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``
-    (``""`` for a vector observation).
-
-    Raises:
-        ExportError: A key holds a ``"."`` (its name would be ambiguous).
-    """
+    (``""`` for a vector observation); a key holding ``"."`` is an :class:`ExportError`."""
     if not isinstance(spec, Composite):
         return [("", spec)]
     leaves = []
@@ -63,10 +56,7 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode, with flat tensor inputs (see the module docstring).
-
-    ``input_names`` names its tensor inputs; ``example_inputs(batch_size)`` makes zeros of them.
-    """
+    """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``."""
 
     def __init__(self, policy: Any, observation_spec: Spec) -> None:
         super().__init__()
@@ -85,6 +75,7 @@ class PolicyProgram(nn.Module):
             raise ExportError(f"an observation entry is named {STATE_KEY!r}, the state's name")
 
     def example_inputs(self, batch_size: int) -> list[torch.Tensor]:
+        """Zeros of the tensor inputs."""
         leaves = [leaf.zero([batch_size]) for _, leaf in observation_leaves(self.observation_spec)]
         return leaves + ([self.policy.init_states(batch_size)] if self.recurrent else [])
 
@@ -104,15 +95,14 @@ class PolicyProgram(nn.Module):
         else:
             features, _ = self.policy.network(obs)
         dist = self.policy.distribution(features, obs)
-        # Both actions are computed so that one program serves either choice.
+        # both actions are computed, so that one program serves either choice
         sampled = dist.sample_with_logp()[0]
         actions = torch.where(deterministic, dist.deterministic_sample(), sampled)
         dtype = getattr(self.policy.action_spec, "dtype", None) or actions.dtype
         return (actions.to(dtype), next_states) if self.recurrent else actions.to(dtype)
 
     def io_description(self, actions: torch.Tensor) -> dict[str, Any]:
-        """``io.json``'s content: the inputs and outputs by name, dtype and shape (no batch),
-        given a batch of the program's ``actions``."""
+        """``io.json``: the inputs and outputs by name, dtype and shape (no batch)."""
         inputs = zip(self.input_names, self.example_inputs(1))
         return {
             "format": "rl8lite-policy",
@@ -127,12 +117,8 @@ class PolicyProgram(nn.Module):
 
 
 def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
-    """``policy`` as a :class:`PolicyProgram`, what every export format traces.
-
-    Raises:
-        ExportError: The model sees windows of past observations (view requirements), or an
-            observation key cannot be an input name.
-    """
+    """``policy`` as a :class:`PolicyProgram`; an :class:`ExportError` when the model sees
+    windows of past observations or an observation key cannot be an input name."""
     windowed = windows_seen(policy.model, observation_spec)
     if windowed:
         raise ExportError(f"{windowed}, and the exported program takes one observation per row:"
@@ -141,16 +127,13 @@ def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
 
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
-    """Export ``policy`` with ``torch.export`` into ``folder``; return its I/O description.
-
-    Raises:
-        ExportError: See :func:`policy_program`; or ``torch.export`` could not trace the
-            model (the message names the line it stopped at, when it printed one).
-    """
+    """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
+    Raises :class:`ExportError` (see :func:`policy_program`), naming the line ``torch.export``
+    stopped at when it printed one."""
     program = policy_program(policy, observation_spec)
     example = program.example_inputs(2)
     batch = torch.export.Dim("batch", min=1)
-    # forward(*inputs) has one (variadic) argument: its shapes are one tuple.
+    # forward(*inputs) has one (variadic) argument: its shapes are one tuple
     dynamic_shapes = (tuple([{0: batch} for _ in example] + [None]),)
     model_name = type(policy.model).__name__
     try:
@@ -162,19 +145,18 @@ def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> di
     except Exception as e:  # torch.export raises many types; the message says why
         raise ExportError(_export_failure(model_name, e, chatter.getvalue())) from e
     description = program.io_description(exported.graph.output_node().args[0][0].meta["val"])
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    Path(folder).mkdir(parents=True, exist_ok=True)
     try:
-        torch.export.save(exported, folder / PROGRAM_FILE)
+        torch.export.save(exported, Path(folder, PROGRAM_FILE))
     except Exception as e:
         raise ExportError(f"torch.export could not save {model_name}: {type(e).__name__}: {e}"
                           ) from e
-    (folder / IO_FILE).write_text(json.dumps(description, indent=2))
+    Path(folder, IO_FILE).write_text(json.dumps(description, indent=2))
     return description
 
 
 def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
-    """The numpy dtype (the served model speaks numpy) and the shape past the batch."""
+    """The numpy dtype and the shape past the batch."""
     dtype = str(tensor.dtype).removeprefix("torch.")
     try:
         np.dtype(dtype)
@@ -198,8 +180,67 @@ def _quiet_torch() -> Iterator[io.StringIO]:
 
 
 def _export_failure(model_name: str, error: Exception, printed: str) -> str:
-    """One line: the model, the user code torch.export stopped at (if it printed it), why."""
+    """The model, the user code torch.export stopped at (if it printed it), and why."""
     reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed)
     at = f" at {Path(where[-1][0]).name}:{where[-1][1]} ({where[-1][2].strip()})" if where else ""
     return f"torch.export could not export {model_name}{at}: {type(error).__name__}: {reason}"
+
+
+def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
+    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite.
+
+    Raises:
+        ExportError: The policy could not be exported (see :func:`export_policy`).
+
+    Examples:
+        >>> import mlflow.pyfunc
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.examples import CartPole
+        >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
+        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
+        >>> model.predict(np.zeros((3, 4))).shape
+        (3, 1)
+    """
+    import mlflow.pyfunc
+    with tempfile.TemporaryDirectory() as tmp:
+        mlflow.pyfunc.save_model(str(path), **_model_arguments(policy, observation_spec, tmp))
+
+
+def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str, step: int,
+                     registered_model_name: str | None = None) -> Any:
+    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store), linked to
+    the run's metrics at ``step``, a new version of ``registered_model_name`` if given; return
+    its ``ModelInfo``."""
+    import mlflow.pyfunc
+    from mlflow.models import Model
+    with tempfile.TemporaryDirectory() as tmp:
+        return Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id,
+                         step=step, registered_model_name=registered_model_name,
+                         **_model_arguments(policy, observation_spec, tmp))
+
+
+def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
+    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder``. The
+    signature declares no inputs: ``_pyfunc_policy.py`` checks and casts them itself (MLflow's
+    check refuses any dtype but the declared one, e.g. numpy's float64)."""
+    import mlflow
+    from mlflow.models import ModelSignature
+    from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
+    desc = export_policy(policy, observation_spec, folder)
+    specs = zip([desc["actions"], desc["inputs"][-1]], desc["output_names"] or [None])
+    outputs = [TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
+               for spec, name in specs]
+    example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in desc["inputs"]}
+    return {
+        "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
+        "artifacts": {"program": str(Path(folder, PROGRAM_FILE)), "io": str(Path(folder, IO_FILE))},
+        "signature": ModelSignature(outputs=Schema(outputs), params=ParamSchema(
+            [ParamSpec("deterministic", "boolean", True)])),
+        "input_example": example if desc["named_inputs"] else next(iter(example.values())),
+        # explicit: inferring them costs seconds
+        "pip_requirements": [f"mlflow=={mlflow.__version__}", f"numpy=={np.__version__}",
+                             f"torch=={torch.__version__.split('+')[0]}"],
+    }

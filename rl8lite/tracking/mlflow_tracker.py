@@ -1,9 +1,6 @@
 """The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
-
-Metrics wait in memory; a background thread writes them in batches every
-``flush_interval_s`` seconds, and ``flush``, ``end`` and interpreter exit write what is
-left. (MLflow's own async queue drops what is not flushed when a process exits.)
-"""
+Metrics wait in memory until a background thread writes them in batches; ``flush``, ``end``
+and interpreter exit write what is left (MLflow's async queue drops it at exit)."""
 
 from __future__ import annotations
 
@@ -30,7 +27,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import fluent
 
 from . import TrackingError, checkpoint_dir, default_tracking_uri, runs_view_url, ui_command
-from .policy_model import log_policy_model
+from .export import log_policy_model
 
 try:
     import fcntl
@@ -48,13 +45,10 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 class MlflowTracker:
     """Logs one training run to MLflow through an explicit client and run id.
 
-    Logs into the run the user opened with ``mlflow.start_run`` when there is one (and
-    never ends it); otherwise creates and owns a run, so that each trainer of a process
-    lands in its own run. An owned run is MLflow's active run until :meth:`end` (so
-    ``mlflow.active_run()`` and the user's ``mlflow.log_*`` calls find it), and MLflow's
-    tracking URI is set to this store when the user set none. At interpreter exit, a run
-    still open ends FAILED (KILLED on Ctrl-C) when a script dies of an exception, else
-    FINISHED.
+    Logs into the run the user opened with ``mlflow.start_run`` (and never ends it), else
+    creates and owns a run: MLflow's active run until :meth:`end`, in MLflow's tracking URI
+    when the user set none. At interpreter exit, a run still open ends FAILED (KILLED on
+    Ctrl-C) when a script dies of an exception, else FINISHED.
 
     Args:
         experiment_name: Experiment to log into (created when missing); ``None``: the one
@@ -62,14 +56,13 @@ class MlflowTracker:
             else ``default_experiment``.
         default_experiment: The experiment when none is named or set.
         run_name: Name of a new run (default: a random one, like MLflow's).
-        tags: Tags of the run.
         tracking_uri: Store to use (default: the active run's store when a run is active,
             else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU where ``pynvml``
-            finds one) every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (default
-            10); needs ``psutil`` (``pip install rl8lite[system-metrics]``).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU) every
+            ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds; needs ``psutil``
+            (``pip install rl8lite[system-metrics]``).
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -86,29 +79,19 @@ class MlflowTracker:
         ('FINISHED', {'returns/mean': 1.5})
     """
 
-    def __init__(
-        self,
-        experiment_name: str | None = None,
-        *,
-        default_experiment: str = "rl8lite",
-        run_name: str | None = None,
-        tags: dict[str, Any] | None = None,
-        tracking_uri: str | None = None,
-        flush_interval_s: float = 1.0,
-        run_id: str | None = None,
-        log_system_metrics: bool = False,
-    ) -> None:
+    def __init__(self, experiment_name: str | None = None, *, default_experiment: str = "rl8lite",
+                 run_name: str | None = None, tags: dict[str, Any] | None = None,
+                 tracking_uri: str | None = None, flush_interval_s: float = 1.0,
+                 run_id: str | None = None, log_system_metrics: bool = False) -> None:
         active = mlflow.active_run()
-        # A user's active run lives in MLflow's current store; another tracker's is not adopted.
+        # a user's active run lives in MLflow's current store; another tracker's is not adopted
         adopt = active is not None and run_id is None and active.info.run_id not in _TRAINER_RUNS
         current = mlflow.get_tracking_uri()
         self.tracking_uri = tracking_uri or (current if adopt else default_tracking_uri())
         if adopt and self.tracking_uri != current:
-            raise TrackingError(
-                f"an MLflow run is active in the store {current!r}, but the tracker was given the"
-                f" store {self.tracking_uri!r}: pass no tracking_uri to log into the active run,"
-                " or end that run first."
-            )
+            raise TrackingError(f"an MLflow run is active in the store {current!r}, but the tracker"
+                                f" was given the store {self.tracking_uri!r}: pass no tracking_uri"
+                                " to log into the active run, or end that run first.")
         self.resumed = run_id is not None  # its params are already logged
         self.flush_interval_s = flush_interval_s
         self.ended = False
@@ -131,9 +114,10 @@ class MlflowTracker:
                 for key, value in (tags or {}).items():
                     self.client.set_tag(run.run_id, key, str(value))
             else:
-                name = _experiment(self.client, experiment_name, default_experiment)
+                experiment_id = _experiment_id(self.client, self.tracking_uri,
+                                               experiment_name, default_experiment)
                 tags = {str(k): str(v) for k, v in (tags or {}).items()}
-                run = self.client.create_run(self._experiment_id(name), tags=tags,
+                run = self.client.create_run(experiment_id, tags=tags,
                                              run_name=run_name or _run_name()).info
                 self.owns_run = True
         except MlflowException as e:
@@ -153,17 +137,6 @@ class MlflowTracker:
                 self._system_metrics = _system_metrics(run.run_id, self.tracking_uri, self.resumed)
         _TRACKERS.add(self)
 
-    def _experiment_id(self, name: str) -> str:
-        if (experiment := self.client.get_experiment_by_name(name)) is not None:
-            return experiment.experiment_id
-        try:
-            location = _artifact_location(self.tracking_uri, name)
-            return self.client.create_experiment(name, artifact_location=location)
-        except MlflowException:  # another process may have created it meanwhile
-            if (experiment := self.client.get_experiment_by_name(name)) is None:
-                raise
-            return experiment.experiment_id
-
     def log_params(self, params: dict[str, Any]) -> None:
         """Log params now; values longer than MLflow's limit are cut."""
         items = [Param(str(k), _param_value(v)) for k, v in params.items()]
@@ -173,7 +146,7 @@ class MlflowTracker:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Queue metrics at ``step``, written by a background thread within ``flush_interval_s``."""
         now, step = int(time.time() * 1000), int(step)
-        # Evaluations of a logged policy are that model's metrics too (its Models page).
+        # evaluations of a logged policy are that model's metrics too (its Models page)
         batch = [Metric(k, float(v), now, step, self.model_id if k.startswith("eval/") else None)
                  for k, v in metrics.items()]
         with self._pending_lock:
@@ -188,17 +161,24 @@ class MlflowTracker:
         while True:
             time.sleep(self.flush_interval_s)
             try:
-                self._write_pending()
-            except Exception as e:  # noqa: BLE001 - they stay queued and are retried; flush() raises
+                self.flush()
+            except Exception as e:  # noqa: BLE001 - they stay queued and are retried
                 if not self._warned:
                     self._warned = True
-                    _warn_retry(self.tracking_uri, e)
+                    reason = " ".join(str(e).split())[:200]
+                    with contextlib.suppress(Warning):  # a warning made an error stops no retry
+                        warnings.warn(
+                            f"rl8lite: writing metrics to the MLflow store {self.tracking_uri!r}"
+                            f" failed ({reason}); they are kept and retried every second (shown"
+                            " once per run). Many processes on one SQLite store: see the"
+                            " README's MLflow section for an mlflow server", RuntimeWarning)
             with self._pending_lock:
                 if not self._pending:
                     self._writer = None
                     return
 
-    def _write_pending(self) -> None:
+    def flush(self) -> None:
+        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
         with self._write_lock:
             with self._pending_lock:
                 pending, self._pending = self._pending, []
@@ -221,9 +201,8 @@ class MlflowTracker:
 
     def log_policy(self, policy: Any, observation_spec: Any, name: str = "policy", *, step: int = 0,
                    registered_model_name: str | None = None) -> str:
-        """Log ``policy`` as a LoggedModel of the run (:func:`~.policy_model.log_policy_model`),
-        the metrics at ``step`` linked to it; return ``runs:/<run id>/<name>`` (``models:/<model
-        id>``, with :attr:`model_id`, loads it too)."""
+        """Log ``policy`` as a LoggedModel of the run, the metrics at ``step`` linked to it;
+        return ``runs:/<run id>/<name>`` (``models:/<model_id>`` loads it too)."""
         self.flush()  # the metrics at `step` are linked to the model: write them first
         with _tracking_uri(self.tracking_uri):
             info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
@@ -231,17 +210,10 @@ class MlflowTracker:
         self.model_id = info.model_id
         return f"runs:/{self.run_id}/{name}"
 
-    def flush(self) -> None:
-        """Write every queued metric now; raises if writing fails (the metrics stay queued)."""
-        self._write_pending()
-
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
         KILLED) with ``message`` as its ``rl8lite.error`` tag; a user-opened run stays open.
-
-        Logging after the end writes into the run and leaves its status and end time as
-        they are (ending again only writes the queued metrics).
-        """
+        Ending again only writes the queued metrics."""
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
@@ -283,8 +255,8 @@ def _end_runs() -> None:
 
 
 def _uncaught_exception() -> BaseException | None:
-    """The exception a script dies of, which Python records as ``sys.last_value`` before
-    atexit handlers run; ``None`` in an interactive session (where it may be an old one)."""
+    """The exception a script dies of (``sys.last_value``); ``None`` in an interactive session
+    (where it may be an old one)."""
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None:
         return None
@@ -292,16 +264,15 @@ def _uncaught_exception() -> BaseException | None:
 
 
 def _param_value(value: Any) -> str:
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, default=str, sort_keys=True)[:_MAX_PARAM_LENGTH]
-    return str(value)[:_MAX_PARAM_LENGTH]
+    container = isinstance(value, (dict, list, tuple))
+    return (json.dumps(value, default=str, sort_keys=True) if container else str(value)
+            )[:_MAX_PARAM_LENGTH]
 
 
 def _run_name() -> str:
-    """A name like MLflow's (``bold-fox-123``) from the OS's entropy: MLflow draws from the
-    global ``random``, which a seed makes repeat."""
+    """A name like MLflow's (``bold-fox-123``) drawn from the OS's entropy, not from the
+    global ``random`` (which a seed makes repeat) as MLflow's are."""
     from mlflow.utils import name_utils
-
     rng = random.Random()
     predicates = getattr(name_utils, "_GENERATOR_PREDICATES", ["run"])
     nouns = getattr(name_utils, "_GENERATOR_NOUNS", [f"{rng.getrandbits(32):08x}"])
@@ -312,9 +283,8 @@ def _run_name() -> str:
 
 
 def _open_client(tracking_uri: str) -> MlflowClient:
-    """A client whose store is ready. A fresh SQLite store creates its tables on first use,
-    which fails when several processes (a sweep) do it at once: a lock file beside the
-    database serialises that first use (off POSIX, it does not)."""
+    """A client whose store is ready: a lock file beside a SQLite database serialises the
+    creation of its tables (which fails when a sweep's processes do it at once; POSIX only)."""
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri)
     database = Path(tracking_uri.removeprefix("sqlite:///"))
@@ -327,25 +297,31 @@ def _open_client(tracking_uri: str) -> MlflowClient:
     return client
 
 
-def _artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """For a SQLite store, a folder beside the db (MLflow's default is the current directory)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    folder = re.sub(r"[^A-Za-z0-9_.-]", "_", experiment_name)
-    return (Path(tracking_uri.removeprefix("sqlite:///")).parent / folder).resolve().as_uri()
-
-
-def _experiment(client: MlflowClient, explicit: str | None, default: str) -> str:
-    """``explicit``, else the experiment the user set (``mlflow.set_experiment``,
-    ``MLFLOW_EXPERIMENT_NAME`` or ``MLFLOW_EXPERIMENT_ID``), else ``default``."""
-    if explicit or (explicit := os.environ.get("MLFLOW_EXPERIMENT_NAME")):
-        return explicit
-    if experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID"):
+def _experiment_id(client: MlflowClient, tracking_uri: str, explicit: str | None,
+                   default: str) -> str:
+    """The id of experiment ``explicit``, else of the one the user set (``mlflow.set_experiment``,
+    ``MLFLOW_EXPERIMENT_NAME`` or ``_ID``), else of ``default``; created when missing (on a
+    SQLite store, its artifacts beside the database rather than in the current directory)."""
+    name = explicit or os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    if not name and (experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID")):
         # set_experiment wrote the id of MLflow's current store, which may be another one
         for store in (MlflowClient(mlflow.get_tracking_uri()), client):
             with contextlib.suppress(Exception):
-                return store.get_experiment(experiment_id).name
-    return default
+                name = store.get_experiment(experiment_id).name
+                break
+    name = name or default
+    if (experiment := client.get_experiment_by_name(name)) is not None:
+        return experiment.experiment_id
+    location = None
+    if tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
+        location = (folder / re.sub(r"[^A-Za-z0-9_.-]", "_", name)).resolve().as_uri()
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except MlflowException:  # another process may have created it meanwhile
+        if (experiment := client.get_experiment_by_name(name)) is None:
+            raise
+        return experiment.experiment_id
 
 
 @contextlib.contextmanager
@@ -367,15 +343,13 @@ def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
         raise TrackingError("log_system_metrics=True needs psutil: pip install"
                             " 'rl8lite[system-metrics]' (or psutil)") from None
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
     monitor = SystemMetricsMonitor(run_id, resume_logging=resumed, tracking_uri=tracking_uri)
     monitor.start()
     return monitor
 
 
-# MLflow keeps active runs on a per-thread stack that start_run/end_run touch from the top;
-# a tracker's run is pushed when it opens and removed when it ends, wherever it is on the
-# stack, without ending any other run.
+# MLflow's per-thread active-run stack: a tracker's run is pushed when it opens and removed
+# when it ends, wherever it is on the stack, without ending any other run.
 def _stack() -> list | None:
     variable = getattr(fluent, "_active_run_stack", None)
     if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
@@ -398,17 +372,7 @@ def _deactivate(run_id: str) -> None:
     _TRAINER_RUNS.discard(run_id)
 
 
-# A SQLite store shared by many processes is at times locked longer than MLflow waits; MLflow
-# then logs the error with its traceback and raises. The writer threads retry such writes, so
-# their tracebacks are dropped, and one warning per run says so.
+# MLflow logs a locked SQLite store's error with its traceback; the writer threads retry such
+# writes (and warn once), so their tracebacks are dropped.
 logging.getLogger("mlflow.store.db.utils").addFilter(lambda record: record.threadName != _WRITER)
 
-
-def _warn_retry(tracking_uri: str, error: BaseException) -> None:
-    reason = " ".join(str(error).split())[:200]
-    with contextlib.suppress(Warning):  # warnings turned into errors must not stop the retries
-        warnings.warn(
-            f"rl8lite: writing metrics to the MLflow store {tracking_uri!r} failed ({reason}); they"
-            " are kept and retried every second (shown once per run). Many processes on one SQLite"
-            " store: see the README's MLflow section for an mlflow server",
-            RuntimeWarning, stacklevel=2)

@@ -1,8 +1,5 @@
-"""rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns one).
-
-They sample the policy deterministically and answer with a pandas DataFrame, one row per
-``B * T`` input step (actions, log-probabilities, values). :func:`~.policy_model.save_policy_model`
-saves a policy that loads without rl8lite or pickles.
+"""rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns
+one): deterministic actions, log-probabilities and values, a DataFrame row per input step.
 
 Examples:
     >>> import tempfile
@@ -40,9 +37,8 @@ __all__ = ["MLflowPolicyModel", "MLflowRecurrentPolicyModel", "pickle_policy", "
 _COLUMNS = (DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES)
 
 
-def pickle_policy(
-    policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False
-) -> PythonModel:
+def pickle_policy(policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False
+                  ) -> PythonModel:
     """Cloud-pickle ``policy`` to ``path``; the MLflow model that serves it."""
     with open(path, "wb") as f:
         cloudpickle.dump(policy, f)
@@ -60,10 +56,8 @@ def _batch(model_input: Any, spec: Spec, device: Any) -> TensorDict:
     value = _tensors(model_input[DataKeys.OBS] if has_obs else model_input, spec, device)
     leaf = value if isinstance(value, torch.Tensor) else next(iter(value.values(True, True)))
     if leaf.dim() < 3:
-        raise ValueError(
-            f"the policy's input arrays must be [B, T, ...] (at least 3-D), received"
-            f" {list(leaf.shape)}"
-        )
+        raise ValueError("the policy's input arrays must be [B, T, ...] (at least 3-D), received"
+                         f" {list(leaf.shape)}")
     return TensorDict({DataKeys.OBS: value}, batch_size=leaf.shape[:2], device=device)
 
 
@@ -75,12 +69,14 @@ def _tensors(value: Any, spec: Spec, device: Any) -> torch.Tensor | TensorDict:
     return torch.as_tensor(np.asarray(value), dtype=spec.dtype, device=device)
 
 
-class MLflowPolicyModel(PythonModel):
-    """rl8's MLflow model of a feedforward policy (:meth:`~rl8lite.policies.Policy.save`)."""
-
+class _PickledPolicy(PythonModel):
     def load_context(self, context: PythonModelContext) -> None:
         with open(context.artifacts["policy"], "rb") as f:
             self.policy = cloudpickle.load(f)
+
+
+class MLflowPolicyModel(_PickledPolicy):
+    """rl8's MLflow model of a feedforward policy (:meth:`~rl8lite.policies.Policy.save`)."""
 
     def predict(  # MLflow reads a hint on model_input as a signature: none
         self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None
@@ -93,14 +89,10 @@ class MLflowPolicyModel(PythonModel):
         return td2df(out.select(*_COLUMNS))
 
 
-class MLflowRecurrentPolicyModel(PythonModel):
+class MLflowRecurrentPolicyModel(_PickledPolicy):
     """rl8's MLflow model of a recurrent policy (:meth:`~rl8lite.policies.RecurrentPolicy.save`):
     the outputs at every step, and the states after the last, a column per part of the
     model's ``state_spec`` (``hidden_states`` and ``cell_states`` for the default LSTM)."""
-
-    def load_context(self, context: PythonModelContext) -> None:
-        with open(context.artifacts["policy"], "rb") as f:
-            self.policy = cloudpickle.load(f)
 
     def predict(  # MLflow reads a hint on model_input as a signature: none
         self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None
@@ -124,14 +116,9 @@ class MLflowRecurrentPolicyModel(PythonModel):
 def _named_states(policy: Any, states: torch.Tensor) -> TensorDict:
     """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one
     ``"states"`` column)."""
-    spec = policy.state_spec
-    rows = states.shape[0]
+    spec, rows = policy.state_spec, states.shape[0]
     if not isinstance(spec, Composite):
         return TensorDict({DataKeys.STATES: states}, batch_size=[rows])
-    out, start = TensorDict({}, batch_size=[rows]), 0
-    for key in spec:
-        shape = tuple(spec[key].shape)
-        size = int(np.prod(shape))
-        out.set(key, states[:, start : start + size].reshape(rows, *shape))
-        start += size
-    return out
+    sizes = [int(np.prod(spec[key].shape)) for key in spec]
+    parts = zip(list(spec), states.split(sizes, dim=1))
+    return TensorDict({k: v.reshape(rows, *spec[k].shape) for k, v in parts}, batch_size=[rows])

@@ -1,14 +1,11 @@
-"""Rollout videos: frames encoded as an H.264 MP4 (PyAV, the ``video`` extra) or an animated GIF.
-
-MP4 needs ``av`` (``pip install 'rl8lite[video]'``, FFmpeg's libraries with libx264);
-without it the frames become an animated GIF through Pillow, which MLflow installs.
-Frames wider than :data:`MAX_WIDTH` are downscaled first (aspect ratio kept).
-"""
+"""Rollout videos: frames encoded as an H.264 MP4 (PyAV: ``pip install 'rl8lite[video]'``), else
+as an animated GIF (Pillow, which MLflow installs)."""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +18,15 @@ def check_frame(frame: object, where: str) -> np.ndarray:
     """``frame`` as an RGB ``uint8`` array ``[H, W, 3]``, else a ``ValueError`` naming ``where``."""
     array = np.asarray(frame)
     if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
-        raise ValueError(
-            f"{where} must return an RGB uint8 array [H, W, 3], received {array.dtype} of shape"
-            f" {list(array.shape)}"
-        )
+        raise ValueError(f"{where} must return an RGB uint8 array [H, W, 3], received"
+                         f" {array.dtype} of shape {list(array.shape)}")
     return array
 
 
 def downscale(frame: np.ndarray, max_width: int = MAX_WIDTH) -> np.ndarray:
-    """``frame`` at most ``max_width`` wide, with even sides (H.264's 4:2:0 needs them)."""
+    """``frame`` at most ``max_width`` wide (aspect ratio kept), with even sides (H.264's
+    4:2:0 needs them)."""
     from PIL import Image
-
     height, width = frame.shape[:2]
     scale = min(1.0, max_width / width)
     size = (max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2))
@@ -56,10 +51,7 @@ def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) 
 
 
 def _encode_mp4(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
-    from fractions import Fraction
-
     import av
-
     height, width = frames[0].shape[:2]
     # faststart: the index first, so a browser plays the file before it has all of it
     with av.open(str(path), "w", format="mp4", options={"movflags": "+faststart"}) as container:
@@ -76,7 +68,6 @@ def _encode_mp4(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
 
 def _encode_gif(frames: Sequence[np.ndarray], path: Path, fps: float) -> Path:
     from PIL import Image
-
     images = [Image.fromarray(frame) for frame in frames]
     duration_ms = max(20, round(1000 / fps))  # browsers show GIF delays below 20 ms slower
     images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
