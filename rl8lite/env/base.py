@@ -66,14 +66,10 @@ class Env(ABC):
         name = type(self).__name__
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be an int >= 1, received {num_envs!r}")
-        if self.max_num_envs is not None and num_envs > self.max_num_envs:
-            raise ValueError(
-                f"{name}: num_envs={num_envs} exceeds {name}.max_num_envs={self.max_num_envs}"
-            )
-        if horizon is not None and self.max_horizon is not None and horizon > self.max_horizon:
-            raise ValueError(
-                f"{name}: horizon={horizon} exceeds {name}.max_horizon={self.max_horizon}"
-            )
+        for key, value, cap in [("num_envs", num_envs, self.max_num_envs),
+                                ("horizon", horizon, self.max_horizon)]:
+            if value is not None and cap is not None and value > cap:
+                raise ValueError(f"{name}: {key}={value} exceeds {name}.max_{key}={cap}")
         self.num_envs = num_envs
         self.horizon = horizon
         self.config = dict(config or {})
