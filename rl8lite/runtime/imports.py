@@ -40,7 +40,7 @@ def dotted_path(cls: type) -> str:
     if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
         raise ImportError(f"{cls.__qualname__} (in {cls.__module__}) cannot be imported by dotted"
                           " path; define it at module level in an importable module")
-    return qualified_name(cls)
+    return f"{cls.__module__}.{cls.__qualname__}"  # of the object itself (a class or a factory)
 
 
 def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
