@@ -105,7 +105,7 @@ def measure(num_envs: int, chunk: int | None, tune_malloc: bool) -> dict[str, An
 MALLOC_MODES: dict[str, tuple[dict[str, str], bool]] = {
     # glibc keeps freed blocks below its (self-raising) mmap threshold in the heap, where
     # the high-water mark would count them twice: return large blocks at once (a MALLOC_*
-    # setting also makes rl8lite leave malloc alone, see rl8lite.runtime.malloc).
+    # setting also makes rl8lite leave malloc alone, see rl8lite.runtime.memory).
     "live": ({"MALLOC_MMAP_THRESHOLD_": "65536"}, True),
     "tuned": ({}, True),
     "glibc": ({}, False),
