@@ -15,6 +15,7 @@ from .data import DataKeys, Device
 from .distributions import Distribution, Normal, default_distribution_cls
 from .models import DefaultModel, DefaultRecurrentModel, Model, RecurrentModel
 from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features, stateless
+from .nn.normalization import ObservationNormalizer
 from .specs import Spec, as_spec_dtype
 from .views import ViewKind
 
@@ -29,6 +30,7 @@ class Policy(nn.Module):
     ``model`` is an instance, else ``model_cls(observation_spec, action_spec, **model_config)``,
     else :attr:`default_model_cls` sized for ``distribution_cls`` (default: the action spec's).
     A recurrent policy's states are one ``[B, state_size]`` tensor (rl8's TensorDict is accepted).
+    A ``normalizer`` normalises the observations of every method (the model sees them normalised).
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv
@@ -47,7 +49,7 @@ class Policy(nn.Module):
                  model: nn.Module | None = None, model_cls: Any = None,
                  model_config: dict[str, Any] | None = None,
                  distribution_cls: type[Distribution] | None = None,
-                 device: Device = "cpu") -> None:
+                 normalizer: ObservationNormalizer | None = None, device: Device = "cpu") -> None:
         super().__init__()
         if model is not None and model_cls is not None:
             raise ValueError("`model` and `model_cls` are mutually exclusive: pass one of them")
@@ -56,6 +58,7 @@ class Policy(nn.Module):
             model = _build_model(model_cls or self.default_model_cls, model_cls is None,
                                  observation_spec, action_spec, model_config, distribution_cls)
         self.model = model
+        self.normalizer = normalizer
         self.distribution_cls = distribution_cls
         self.observation_spec, self.action_spec = observation_spec, action_spec
         self.model_config = dict(getattr(model, "config", None) or model_config or {})
@@ -86,6 +89,10 @@ class Policy(nn.Module):
         return (getattr(model, "separable", False) is True and not model._forward_hooks
                 and not model._forward_pre_hooks and "forward" not in vars(model))
 
+    def normalize(self, obs: Observation) -> Observation:
+        """``obs`` as the model sees it: through :attr:`normalizer`, if any."""
+        return obs if self.normalizer is None else self.normalizer(obs)
+
     def distribution(self, features: torch.Tensor, obs: Observation) -> Distribution:
         """The action distribution of ``features``, masked by ``obs``'s action mask if any."""
         mask = obs.get(DataKeys.ACTION_MASK, None) if isinstance(obs, TensorDict) else None
@@ -95,13 +102,14 @@ class Policy(nn.Module):
 
     def act(self, obs: Observation, *, deterministic: bool = False) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` for a batch of observations."""
+        obs = self.normalize(obs)
         features, values = self.network(obs)
         return (*self._draw(self.distribution(features, obs), deterministic), values)
 
     def sample_actions(self, obs: Observation, *,
                        deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(actions, logp)``, from the features alone when the model is :attr:`separable`."""
-        network = self.network
+        network, obs = self.network, self.normalize(obs)
         features = network.forward_features(obs) if self.separable else network(obs)[0]
         return self._draw(self.distribution(features, obs), deterministic)
 
@@ -114,13 +122,14 @@ class Policy(nn.Module):
 
     def evaluate(self, obs: Observation, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(logp, entropy, values)`` of given actions, for the PPO update."""
+        obs = self.normalize(obs)
         features, values = self.network(obs)
         dist = self.distribution(features, obs)
         return dist.logp(actions), dist.entropy(), values
 
     def values(self, obs: Observation) -> torch.Tensor:
         """Value estimates ``[B, 1]``."""
-        network = self.network
+        network, obs = self.network, self.normalize(obs)
         return network.forward_values(obs) if self.separable else network(obs)[1]
 
     def init_states(self, n: int, /) -> torch.Tensor:
@@ -130,6 +139,7 @@ class Policy(nn.Module):
     def act_recurrent(self, obs: Observation, states: torch.Tensor, *,
                       deterministic: bool = False) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values, next_states)`` for one time step of a recurrent model."""
+        obs = self.normalize(obs)
         features, values, next_states = self.network(obs, states)
         return (*self._draw(self.distribution(features, obs), deterministic), values, next_states)
 
@@ -137,7 +147,7 @@ class Policy(nn.Module):
                            resets: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Unroll ``[B, L]`` sequences from their initial ``states``; ``(logp, entropy, values)``
         as ``[B * L, 1]``. ``resets[:, j]`` zeroes the state before step ``j``."""
-        logps, entropies, values = [], [], []
+        logps, entropies, values, obs = [], [], [], self.normalize(obs)
         for j in range(actions.shape[1]):
             states = states * (~resets[:, j, None]).to(states.dtype)
             features, value, states = self.network(obs[:, j], states)
@@ -160,7 +170,7 @@ class Policy(nn.Module):
         (``kind="last"``: ``B`` rows) or at every step (``"all"``: row ``b * T + t``)."""
         has_views = DataKeys.VIEWS in batch.keys()
         views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
-        obs = views[DataKeys.OBS]
+        obs = self.normalize(views[DataKeys.OBS])
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             features_td, features, values = self._features(obs)
             out = _output_batch(batch, features.shape[0], inplace)
@@ -217,7 +227,7 @@ class RecurrentPolicy(Policy):
         states); the outputs at every step (row ``b * T + t``) and the states after the last."""
         rows, steps = batch.batch_size[:2]
         states = self.init_states(rows) if states is None else self.flat_states(states)
-        obs = batch[DataKeys.OBS]
+        obs = self.normalize(batch[DataKeys.OBS])
         features, values = [], []
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             for t in range(steps):
@@ -273,7 +283,8 @@ def _build_model(model_cls: Any, sized: bool, observation_spec: Spec, action_spe
 
 
 def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
-                 default_model_cls: type[Model], *, device: Device = "cpu") -> Policy:
+                 default_model_cls: type[Model], *, normalizer: ObservationNormalizer | None = None,
+                 device: Device = "cpu") -> Policy:
     """The policy a config describes (a :class:`RecurrentPolicy` for a recurrent model)."""
     model = config.model
     if model is None:
@@ -282,7 +293,8 @@ def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
                              observation_spec, action_spec, config.model_config, distribution_cls)
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
     return policy_cls(observation_spec, action_spec, model=model,
-                      distribution_cls=config.distribution_cls, device=device)
+                      distribution_cls=config.distribution_cls, normalizer=normalizer,
+                      device=device)
 
 
 def __getattr__(name: str) -> Any:

@@ -24,6 +24,7 @@ from rl8lite.examples import CartPole
 EQUIVALENCE: dict[str, dict[str, Any]] = {
     "whole_buffer": {"num_sgd_iters": 3, "target_kl_div": 0.02},
     "accumulated": {"num_sgd_iters": 2, "accumulate_grads": True, "sgd_minibatch": 64, "update_chunk_size": 24},
+    "normalized": {"num_sgd_iters": 2, "normalize_observations": True},  # moments pooled over ranks
 }
 COMMON = {"horizon": 16, "model_config": {"hiddens": [16, 16]}, "env_config": {"max_episode_steps": 12}}
 TRAINER = {"num_envs": 8, "horizon": 16, "seed": 3, "sgd_minibatch_size": 64, "num_sgd_iters": 2,
@@ -52,7 +53,8 @@ def gathered_equal(tensor: torch.Tensor) -> bool:
 def flat_state(algo: Algorithm) -> torch.Tensor:
     optimizer = [v.reshape(-1).double() for s in algo.optimizer.state.values() for v in s.values()
                  if isinstance(v, torch.Tensor)]
-    return torch.cat([p.detach().reshape(-1).double() for p in algo.policy.parameters()] + optimizer)
+    policy = [t.detach().reshape(-1).double() for t in (*algo.policy.parameters(), *algo.policy.buffers())]
+    return torch.cat(policy + optimizer)
 
 
 def equivalence(out: str, reference_file: str) -> None:
@@ -74,7 +76,7 @@ def equivalence(out: str, reference_file: str) -> None:
                          "ranks_equal": gathered_equal(flat_state(algo))}
     # real iterations: different env copies and samples on each rank, parameters in step
     algo = Algorithm(CartPole, num_envs=8, horizon=16, seed=1, sgd_minibatch_size=32, update_chunk_size=24,
-                     collect_chunk_size=5, target_kl_div=0.05)
+                     collect_chunk_size=5, target_kl_div=0.05, normalize_observations=True)
     for _ in range(3):
         collect = algo.collect()
         algo.step()

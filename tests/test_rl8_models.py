@@ -69,13 +69,17 @@ def run(env_cls: type, model_cls: type, **config: Any) -> tuple[list[dict[str, f
     return [{k: v for k, v in s.items() if not k.startswith(("profiling/", "memory/"))} for s in stats], algo
 
 
+@pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize(("env_cls", "continuous"), [(DiscreteDummyEnv, False), (ContinuousDummyEnv, True)])
 def test_an_rl8_style_model_trains_exactly_like_the_same_network_in_rl8lites_protocol(
-    env_cls: type, continuous: bool
+    env_cls: type, continuous: bool, normalize: bool
 ) -> None:
-    native, native_algo = run(env_cls, Native, model_config={"continuous": continuous})
-    ported, ported_algo = run(env_cls, Rl8Style, model_config={"continuous": continuous})
+    config = {"model_config": {"continuous": continuous}, "normalize_observations": normalize}
+    native, native_algo = run(env_cls, Native, **config)
+    ported, ported_algo = run(env_cls, Rl8Style, **config)
     assert ported == native
+    if normalize:  # the statistics reach the model
+        assert run(env_cls, Native, **{**config, "normalize_observations": False})[0] != native
     for a, b in zip(native_algo.policy.parameters(), ported_algo.policy.parameters(), strict=True):
         assert torch.equal(a, b)
     assert isinstance(ported_algo.policy.network, Rl8Model) and ported_algo.policy.model.__class__ is Rl8Style
@@ -123,16 +127,20 @@ class Rl8LSTM(NativeLSTM):
         return self._value
 
 
-def test_an_rl8_style_recurrent_model_trains_exactly_like_the_same_lstm_in_rl8lites_protocol() -> None:
-    def recurrent_run(model_cls: type) -> tuple[list[dict[str, float]], Algorithm]:
+@pytest.mark.parametrize("normalize", [False, True])
+def test_an_rl8_style_recurrent_model_trains_exactly_like_the_same_lstm_in_rl8lites_protocol(normalize: bool) -> None:
+    def recurrent_run(model_cls: type, normalize: bool = normalize) -> tuple[list[dict[str, float]], Algorithm]:
         config = RecurrentAlgorithmConfig(num_envs=6, horizon=8, seq_len=4, seed=2, model_cls=model_cls,
-                                          env_config={"max_episode_steps": 5}, sgd_minibatch_size=24)
+                                          env_config={"max_episode_steps": 5}, sgd_minibatch_size=24,
+                                          normalize_observations=normalize)
         algo = RecurrentAlgorithm(CartPole, config)
         stats = [algo.collect(), algo.step(), algo.collect(), algo.step()]
         return [{k: v for k, v in s.items() if not k.startswith(("profiling/", "memory/"))} for s in stats], algo
 
     native, _ = recurrent_run(NativeLSTM)
     ported, algo = recurrent_run(Rl8LSTM)
+    if normalize:  # the statistics reach the model
+        assert recurrent_run(NativeLSTM, False)[0][2:] != native[2:]
     assert [{k: v for k, v in s.items() if not k.startswith("episodes/")} for s in ported] == [
         {k: v for k, v in s.items() if not k.startswith("episodes/")} for s in native
     ]

@@ -15,6 +15,7 @@ import torch
 from ..data import DataKeys
 from ..env import Env, env_label
 from ..models import DefaultModel, DefaultRecurrentModel, Model
+from ..nn.normalization import ObservationNormalizer
 from ..nn.ppo import gae
 from ..policies import build_policy
 from ..runtime.checkpoint_files import seed_everything
@@ -27,7 +28,7 @@ from .buffer import allocate_buffer, buffer_state, load_buffer_state
 from .chunks import resolve_chunk_size
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
-from .rollout import Rollout, check_env, dry_run
+from .rollout import NonFiniteError, Rollout, check_env, dry_run
 from .statistics import CollectStatistics, merge_collects
 from .update import PPOUpdate
 from .windowed import Windowed, carry_for
@@ -101,8 +102,13 @@ class Algorithm:
                                             **env_config)
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
+            normalizer = (ObservationNormalizer(obs_spec, clip=hp.observation_clip)
+                          if hp.normalize_observations else None)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        try:
             self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls,
-                                       device=self.device)
+                                       normalizer=normalizer, device=self.device)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         broadcast_module_(self.policy, self.ranks)
@@ -246,6 +252,8 @@ class Algorithm:
         # --- minibatch SGD passes; the coefficients logged are the ones this update used
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         result = self.update.run(batch, entropy_coeff_used)
+        if self.policy.normalizer is not None:  # after the update: it used the collect's moments
+            self._update_normalizer()
         # --- schedules move with training env transitions (the logged env/steps axis)
         env_steps = hp.num_envs * self.ranks.world_size * horizon * (self.state.steps + 1)
         self.lr_scheduler.step(env_steps)
@@ -263,6 +271,14 @@ class Algorithm:
             "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
         })
         return stats
+
+    def _update_normalizer(self) -> None:
+        summer = self.whole_batch.sums_tensor if self.ranks.distributed else None
+        try:
+            self.policy.normalizer.update(self.buffer[DataKeys.OBS][:, :self.hparams.horizon],
+                                          summer)
+        except ValueError as e:
+            raise NonFiniteError(str(e)) from e
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that evolves during training (checkpoints add the config and RNG states)."""

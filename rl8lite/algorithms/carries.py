@@ -194,7 +194,8 @@ class Recurrent(Recurrence):
         return self._values_from(final_obs, self.final_states[copies, steps])
 
     def _values_from(self, obs: Observation, states: torch.Tensor) -> torch.Tensor:
-        return in_chunks(lambda o, s: self.policy.network(o, s)[1], obs, states,
+        policy = self.policy
+        return in_chunks(lambda o, s: policy.network(policy.normalize(o), s)[1], obs, states,
                          size=self.chunk_rows)
 
     def _units(self, buffer: TensorDict) -> dict[str, torch.Tensor]:

@@ -89,6 +89,13 @@ class AlgorithmConfig:
     normalize_advantages: bool = True
     #: Divide rewards by the std of their running discounted sums (as in rl8).
     normalize_rewards: bool = True
+    #: Normalise every float observation entry by its running mean and variance over the
+    #: collects so far (float64, pooled over ranks; updated after each ``step``, so a collect and
+    #: the update after it see the same statistics), in the policy: checkpointed and exported with
+    #: it. Off by default, as in rl8: the bundled envs' observations are already of unit scale.
+    normalize_observations: bool = False
+    #: Normalised observations are clipped to ``[-observation_clip, observation_clip]`` (``> 0``).
+    observation_clip: float = 10.0
     #: Accumulate gradients over a pass's minibatches and step once per pass.
     accumulate_grads: bool = False
     #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
@@ -148,7 +155,8 @@ class AlgorithmConfig:
             raise ConfigError("accumulate_grads=True needs more than one minibatch; set"
                               " sgd_minibatch_size below num_envs * horizon or disable it")
         for name in ("compile", "tune_malloc", "shuffle_minibatches", "normalize_advantages",
-                     "normalize_rewards", "accumulate_grads", "enable_amp"):
+                     "normalize_rewards", "normalize_observations", "accumulate_grads",
+                     "enable_amp"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, received {getattr(self, name)!r}")
         if self.cuda_graphs not in (True, False, "auto"):
@@ -256,6 +264,7 @@ _FLOAT_RANGES = {
     "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
     "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
     "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+    "observation_clip": "(0.0, inf)",
 }
 
 

@@ -22,8 +22,8 @@ from ..specs import Composite, Spec
 
 Observation = torch.Tensor | TensorDict
 Path = tuple[str, ...]
-#: Sums a list of float64 tensors over every training process (the identity in one process).
-Summer = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+#: Sums a float64 tensor over every training process.
+Summer = Callable[[torch.Tensor], torch.Tensor]
 
 
 def float_leaves(spec: Spec, prefix: Path = ()) -> tuple[dict[Path, Spec], list[Path]]:
@@ -105,33 +105,38 @@ class ObservationNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, rows: Observation, sum_over_ranks: Summer | None = None) -> None:
-        """Merge the moments of ``rows`` (a batch of observations ``[R, ...]``, every rank's when
-        ``sum_over_ranks`` sums over ranks) into the running ones.
+        """Merge the moments of ``rows`` (observations ``[R, ...]``; every rank's when
+        ``sum_over_ranks`` sums a float64 tensor over ranks) into the running ones.
 
         Raises:
-            ValueError: A moment is not finite (naming the entry).
+            ValueError: A moment is not finite (naming the entry); nothing is changed then.
         """
-        sums = []
-        for path in self.paths:
-            x = (rows if not path else rows.get(path)).reshape(-1, *self._shape(path))
-            x = x.to(torch.float64)
-            sums += [torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device),
-                     x.sum(0), x.square().sum(0)]
-        if sum_over_ranks is not None:
-            sums = sum_over_ranks(sums)
-        for i, key in enumerate(self.keys()):
-            n, s1, s2 = sums[3 * i: 3 * i + 3]
-            mean = s1 / n
-            var = (s2 / n - mean.square()).clamp(min=0)
-            state = [getattr(self, f"{name}_{i}") for name in ("count", "mean", "var")]
-            merged = merge_moments(*state, n, mean, var)
-            if not all(bool(m.isfinite().all()) for m in merged):
+        means = [getattr(self, f"mean_{i}") for i in range(len(self.paths))]
+        xs = [(rows if not path else rows.get(path)).reshape(-1, *mean.shape).double()
+              for path, mean in zip(self.paths, means)]
+        # two passes (the batch mean, then squared deviations from it): no cancellation
+        sums = torch.cat([torch.cat([x.new_full((1,), x.shape[0]), x.sum(0).flatten()])
+                          for x in xs])
+        sums = sums if sum_over_ranks is None else sum_over_ranks(sums)
+        batch_stats, offset = [], 0
+        for x, mean in zip(xs, means):
+            n, s1 = sums[offset], sums[offset + 1:offset + 1 + mean.numel()].view(mean.shape)
+            offset += 1 + mean.numel()
+            batch_stats.append((n, s1 / n))
+        squares = torch.cat([(x - batch_mean).square().sum(0).flatten()
+                             for x, (_, batch_mean) in zip(xs, batch_stats)])
+        squares = squares if sum_over_ranks is None else sum_over_ranks(squares)
+        merged, offset = [], 0
+        for i, (key, mean, (n, batch_mean)) in enumerate(zip(self.keys(), means, batch_stats)):
+            batch_var = squares[offset:offset + mean.numel()].view(mean.shape) / n
+            offset += mean.numel()
+            state = (getattr(self, f"count_{i}"), mean, getattr(self, f"var_{i}"))
+            merged.append((state, merge_moments(*state, n, batch_mean, batch_var)))
+            if not all(bool(m.isfinite().all()) for m in merged[-1][1]):
                 raise ValueError(f"observation normalisation: the running moments of {key} are"
                                  " not finite (an observation too large to square in float64)")
-            for target, value in zip(state, merged):
+        for i, (state, values) in enumerate(merged):
+            for target, value in zip(state, values):
                 target.copy_(value)
-            getattr(self, f"shift_{i}").copy_(merged[1])
-            getattr(self, f"scale_{i}").copy_((merged[2] + self.eps).rsqrt())
-
-    def _shape(self, path: Path) -> torch.Size:
-        return getattr(self, f"mean_{self.paths.index(path)}").shape
+            getattr(self, f"shift_{i}").copy_(values[1])
+            getattr(self, f"scale_{i}").copy_((values[2] + self.eps).rsqrt())

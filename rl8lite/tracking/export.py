@@ -89,7 +89,7 @@ class PolicyProgram(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         *tensors, deterministic = inputs
-        obs = self._observation(tensors[: len(self.keys)])
+        obs = self.policy.normalize(self._observation(tensors[: len(self.keys)]))
         if self.recurrent:
             features, _, next_states = self.policy.network(obs, tensors[-1])
         else:
