@@ -90,6 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
                        " Ctrl-C")
     train.add_argument("--no-progress", action="store_true",
                        help="do not print a progress line per training step")
+    sweep = commands.add_parser(
+        "sweep", help="tune a train config with Optuna, each trial a child run in MLflow",
+        description=(
+            "Tune the params of a sweep file (a train config plus a `sweep` block, see\n"
+            "rl8lite.sweeps) with Optuna: the study is one MLflow run, each trial a child run.\n"
+            "Other machines join the study with the same command and MLFLOW_TRACKING_URI;\n"
+            "running it again continues the study (--trials counts the study's trials)."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
+                       type=Path, metavar="FILE", help="sweep file (.yaml, .yml or .json)")
+    sweep.add_argument("--trials", type=_positive_int, metavar="N",
+                       help="trials the study should hold (default: the file's sweep.trials)")
+    sweep.add_argument("--workers", type=_positive_int, default=1, metavar="K",
+                       help="trial processes on this machine (default 1)")
+    sweep.add_argument("--study", metavar="NAME", help="study name (default: the file's stem)")
+    sweep.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                       help="train each trial's config once per seed; optimise their mean")
+    sweep.add_argument("--experiment-name", metavar="NAME",
+                       help="MLflow experiment (default: the env class name)")
+    sweep.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return _train(args)
+        return _sweep(args) if args.command == "sweep" else _train(args)
     except KeyboardInterrupt:  # a second Ctrl-C, while building or saving
         print("rl8lite: interrupted", file=sys.stderr)
         return 130
@@ -201,6 +221,35 @@ def _train(args: argparse.Namespace) -> int:
     finally:
         algorithm.close()  # e.g. a Gymnasium env's worker processes
     return status
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from . import sweeps
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    options = {"trials": args.trials, "seeds": args.seeds, "experiment_name": args.experiment_name}
+    try:
+        if args.worker:  # one of the processes `--workers K` started: the file is checked
+            study_name = args.study or args.config_file.stem
+            sweeps.run_sweep(sweeps.Sweep.from_file(args.config_file), study_name=study_name,
+                             **options)
+            return 0
+        study = sweeps.sweep(args.config_file, workers=args.workers, study_name=args.study,
+                             **options)
+    except sweeps.SweepWorkerError as e:
+        print(f"rl8lite: {e}", file=sys.stderr)
+        return 1
+    except (*_INPUT_ERRORS, *_RL8LITE_RAISED_ERRORS) as e:
+        if not isinstance(e, _INPUT_ERRORS) and not _raised_by_rl8lite(e):
+            raise
+        return _error(e)
+    states = [trial.state.name for trial in study.get_trials(deepcopy=False)]
+    counts = ", ".join(f"{states.count(s)} {s.lower()}" for s in sorted(set(states)))
+    print(f"rl8lite: study {study.study_name!r}: {len(states)} trials ({counts})")
+    if any(s == "COMPLETE" for s in states):
+        print(f"rl8lite: best {study.best_value:.6g} with {study.best_params}")
+    return 0
 
 
 def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:

@@ -114,7 +114,7 @@ class TrainConfig:
             >>> TrainConfig.from_file("config.yaml").build().run()  # doctest: +SKIP
         """
         p = Path(path)
-        data = _read_mapping(p)
+        data = read_mapping(p)
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TrainConfigError(f"{p}: unknown key(s) {unknown}; a train config has env_cls,"
@@ -152,7 +152,7 @@ def _describe(obj: Any) -> str:
     return f"{type(obj).__name__} {obj!r}"
 
 
-def _read_mapping(p: Path) -> dict[str, Any]:
+def read_mapping(p: Path) -> dict[str, Any]:
     suffix = p.suffix.lower()
     if suffix not in (".yaml", ".yml", ".json"):
         raise TrainConfigError(f"{p}: a train config must be a .yaml, .yml or .json file")

@@ -1,0 +1,424 @@
+"""Sweeps on Optuna in MLflow: a study is one parent run, each trial a child run of a train
+config with sampled params (needs the ``sweep`` extra: ``optuna``).
+
+A sweep file is a train config plus a ``sweep`` block; ``params`` are dotted paths into the
+train config::
+
+    env_cls: rl8lite.examples.CartPole
+    algorithm_config: {num_envs: 32, horizon: 32, seed: 0}
+    sweep:
+      metric: episodes/return_mean   # a train stat, or eval/<stat> with eval_env_config
+      direction: maximize
+      max_steps: 40000               # env steps per trial
+      trials: 6
+      register: cartpole-sweep       # optional: the best policy, alias "champion"
+      pruner: median                 # optional (default none)
+      params:
+        algorithm_config.optimizer_config.lr: {log_uniform: [1.0e-4, 1.0e-2]}
+        algorithm_config.num_sgd_iters: {choice: [2, 4, 8]}   # also uniform, int: [lo, hi]
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow import MlflowClient
+
+from .algorithms import ConfigError
+from .algorithms.config import check_int
+from .conditions import HitsUpperBound
+from .tracking import MlflowTracker
+from .tracking.mlflow_tracker import _experiment_id, _open_client, default_tracking_uri
+from .trainers import Trainer
+from .trainers.train_config import TrainConfig, TrainConfigError, read_mapping
+
+KINDS = ("uniform", "log_uniform", "int", "choice")
+SWEEP_KEYS = {"metric", "direction", "max_steps", "trials", "register", "pruner", "params",
+              "eval_env_config", "steps_per_eval", "seed"}
+#: Tags of a trial's run naming the process that runs it (a dead one's trial is marked FAILED).
+HOST_TAG, PID_TAG = "rl8lite.sweep.host", "rl8lite.sweep.pid"
+
+
+class SweepConfigError(TrainConfigError):
+    """A malformed sweep file; the message names the key."""
+
+
+@dataclasses.dataclass
+class Sweep:
+    """A sweep file: the train config (``base``) and its ``sweep`` block, every key checked."""
+
+    base: dict[str, Any]
+    metric: str
+    max_steps: int
+    params: dict[str, dict[str, Any]]
+    direction: str = "maximize"
+    trials: int = 10
+    register: str | None = None
+    pruner: str | None = None
+    eval_env_config: dict[str, Any] | None = None
+    steps_per_eval: int | None = None
+    seed: int | None = None  # of the sampler (one process samples reproducibly)
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("maximize", "minimize"):
+            raise SweepConfigError(f"sweep.direction must be maximize or minimize, received"
+                                   f" {self.direction!r}")
+        for name, minimum in (("max_steps", 1), ("trials", 1), ("steps_per_eval", 1), ("seed", 0)):
+            optional = name in ("steps_per_eval", "seed")
+            check_int(f"sweep.{name}", getattr(self, name), minimum=minimum, optional=optional,
+                      error=SweepConfigError)
+        if self.pruner not in (None, "none", "median"):
+            raise SweepConfigError(f"sweep.pruner must be median or none, received {self.pruner!r}")
+        if self.metric.startswith("eval/") and not self.steps_per_eval:
+            raise SweepConfigError(f"sweep.metric {self.metric!r} is an eval stat: set"
+                                   " sweep.steps_per_eval (and eval_env_config)")
+        if not isinstance(self.params, dict) or not self.params:
+            raise SweepConfigError("sweep.params must map dotted paths to distributions")
+        for path, spec in self.params.items():
+            _check_distribution(path, spec)
+            _set_path(copy.deepcopy(self.base), path, None)
+        self.train_config(self.corner(0))  # every path lands in a valid train config
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Sweep:
+        """Read a sweep file (YAML or JSON); its errors name the file."""
+        data = read_mapping(Path(path))
+        block = data.pop("sweep", None)
+        try:
+            if not isinstance(block, dict):
+                raise SweepConfigError("missing the sweep block (metric, max_steps, params, ...)")
+            if unknown := sorted(set(block) - SWEEP_KEYS):
+                raise SweepConfigError(f"unknown sweep key(s) {unknown}; valid:"
+                                       f" {sorted(SWEEP_KEYS)}")
+            for key in ("metric", "max_steps", "params"):
+                if key not in block:
+                    raise SweepConfigError(f"sweep.{key} is missing")
+            return cls(base=data, **block)
+        except (ValueError, TypeError, ImportError) as e:
+            raise type(e)(f"{path}: {e}") from e
+
+    def corner(self, which: int) -> dict[str, Any]:
+        """Params at each range's low (0) or high (1) end: the set-up check's values."""
+        return {path: (spec.get("choice") or next(iter(spec.values())))[-which]
+                for path, spec in self.params.items()}
+
+    def train_config(self, values: dict[str, Any], seed: int | None = None) -> TrainConfig:
+        """The train config with ``values`` at their paths (and ``seed``)."""
+        data = copy.deepcopy(self.base)
+        for path, value in values.items():
+            _set_path(data, path, value)
+        if seed is not None:
+            data.setdefault("algorithm_config", {})["seed"] = seed
+        try:
+            return TrainConfig(**data)
+        except TypeError as e:
+            raise SweepConfigError(f"the train config: {e}") from e
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """A trial's params, sampled by Optuna."""
+        values = {}
+        for path, spec in self.params.items():
+            (kind, args), = spec.items()
+            if kind == "choice":
+                values[path] = trial.suggest_categorical(path, args)
+            elif kind == "int":
+                values[path] = trial.suggest_int(path, *args)
+            else:
+                values[path] = trial.suggest_float(path, *args, log=kind == "log_uniform")
+        return values
+
+
+def _check_distribution(path: str, spec: Any) -> None:
+    if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in KINDS:
+        raise SweepConfigError(f"sweep.params[{path!r}] must be one of {{kind: args}} with kind in"
+                               f" {KINDS}, received {spec!r}")
+    (kind, args), = spec.items()
+    if kind == "choice":
+        if not isinstance(args, list) or not args:
+            raise SweepConfigError(f"sweep.params[{path!r}].choice must be a non-empty list")
+        return
+    numbers_ok = (isinstance(args, list) and len(args) == 2
+                  and all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args))
+    if not numbers_ok or not all(math.isfinite(a) for a in args):
+        raise SweepConfigError(f"sweep.params[{path!r}].{kind} must be [lo, hi], received {args!r}")
+    lo, hi = args
+    if lo > hi:
+        raise SweepConfigError(f"sweep.params[{path!r}].{kind}: lo {lo} > hi {hi}")
+    if kind == "log_uniform" and lo <= 0:
+        raise SweepConfigError(f"sweep.params[{path!r}].log_uniform needs lo > 0, received {lo}")
+    if kind == "int" and not all(isinstance(a, int) for a in args):
+        raise SweepConfigError(f"sweep.params[{path!r}].int takes ints, received {args!r}")
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    keys = path.split(".")
+    if keys[0] not in ("algorithm_config", "env_cls", "recurrent"):
+        raise SweepConfigError(f"sweep.params: {path!r} must start with algorithm_config")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise SweepConfigError(f"sweep.params: {path!r} goes through a value, not a mapping")
+    node[keys[-1]] = value
+
+
+def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
+          study_name: str | None = None, seeds: Sequence[int] | None = None,
+          experiment_name: str | None = None, tracking_uri: str | None = None) -> Any:
+    """Run the sweep file at ``path`` with ``workers`` processes on this machine (the same call
+    on other machines, with the same tracking store, joins the study); return the study. A
+    worker that dies has its running trial marked FAILED and :class:`SweepWorkerError` raised
+    once the others have finished.
+
+    Examples:
+        >>> study = sweep("sweep.yaml", workers=2)  # doctest: +SKIP
+        >>> study.best_params  # doctest: +SKIP
+    """
+    config = Sweep.from_file(path)
+    check_metric(config)
+    uri = tracking_uri or default_tracking_uri()
+    name = study_name or Path(path).stem
+    study = open_study(config, name, uri, experiment_name)
+    if workers == 1:
+        return run_sweep(config, study_name=name, trials=trials, seeds=seeds,
+                         experiment_name=experiment_name, tracking_uri=uri)
+    command = [sys.executable, "-m", "rl8lite", "sweep", "--worker", "-f", str(path),
+               "--study", name, *(["--trials", str(trials)] if trials else []),
+               *(["--seeds", *map(str, seeds)] if seeds else []),
+               *(["--experiment-name", experiment_name] if experiment_name else [])]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    processes = [subprocess.Popen(command, env=env) for _ in range(workers)]
+    dead = [p for p in processes if p.wait() != 0]
+    client = _open_client(uri)
+    for process in dead:
+        fail_dead_trials(client, study._study_id, pid=process.pid)
+    if dead:
+        raise SweepWorkerError(f"{len(dead)} of {workers} sweep workers exited with status"
+                               f" {[p.returncode for p in dead]}; their running trials are FAILED"
+                               " (run the command again to carry on)")
+    study = open_study(config, name, uri, experiment_name)  # what the workers wrote
+    if not study.get_trials(deepcopy=False, states=(_optuna().trial.TrialState.RUNNING,)):
+        client.set_terminated(study._study_id, status="FINISHED")
+    return study
+
+
+class SweepWorkerError(RuntimeError):
+    """A sweep worker process died (its running trial is marked FAILED)."""
+
+
+def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
+              seeds: Sequence[int] | None = None, experiment_name: str | None = None,
+              tracking_uri: str | None = None) -> Any:
+    """Run trials in this process until the study holds ``trials`` (default the file's) that
+    finished or are running; return the Optuna study. Another process (or machine, with the same
+    tracking store) running it with the same ``study_name`` joins the study."""
+    optuna = _optuna()
+    uri = tracking_uri or default_tracking_uri()
+    client = _open_client(uri)
+    study = open_study(sweep, study_name, uri, experiment_name)
+    target = trials or sweep.trials
+    failures = 0
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
+              optuna.trial.TrialState.RUNNING)
+    while len(study.get_trials(deepcopy=False, states=states)) < target and failures < target:
+        trial = study.ask()
+        try:
+            try:
+                value = _objective(sweep, trial, client, uri, list(seeds or [None]))
+            finally:  # the trainer ended the trial's run; its state is the study's to set
+                client.update_run(trial._trial_id, status="RUNNING")
+        except optuna.TrialPruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        except Exception as e:  # noqa: BLE001 - recorded with the trial; the study goes on
+            failures += 1
+            error = f"{type(e).__name__}: {e}"[:5000]
+            client.set_tag(trial._trial_id, "rl8lite.sweep.error", error)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+            _update_best(sweep, study, trial, client)
+        study._storage.flush_all_batches()
+    if not study.get_trials(deepcopy=False, states=states[2:]):  # none left running
+        client.set_terminated(study._study_id, status="FINISHED")
+    return study
+
+
+def check_metric(sweep: Sweep) -> None:
+    """A :class:`SweepConfigError` unless the metric is a stat the config's runs log (one
+    collect and update of the config at its ranges' low ends tell)."""
+    algorithm = sweep.train_config(sweep.corner(0)).build_algorithm()
+    try:
+        collect = algorithm.collect()
+        stats = {**algorithm.memory_stats(), **collect, **algorithm.step()}
+    finally:
+        algorithm.close()
+    known = {*stats, "algorithm/collects", "algorithm/steps", "throughput/env_steps_per_s",
+             *(f"eval/{key}" for key in collect)}
+    if sweep.metric not in known:
+        raise SweepConfigError(f"sweep.metric {sweep.metric!r} is no stat of this config; it logs"
+                               f" {sorted(known)}")
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as e:
+        raise ImportError("sweeps need Optuna: pip install 'rl8lite[sweep]'") from e
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -> Any:
+    """The Optuna study ``name`` in the MLflow store at ``uri`` (created, or continued), with
+    its search space logged on its run and the dead processes' running trials FAILED."""
+    optuna, client = _optuna(), _open_client(uri)
+    from mlflow.optuna.storage import MlflowStorage
+
+    env_name = sweep.train_config(sweep.corner(0)).env_cls.__name__
+    experiment_id = _experiment_id(client, uri, experiment_name, env_name)
+    mlflow.set_tracking_uri(uri)
+    storage = MlflowStorage(experiment_id=experiment_id)
+    pruners = optuna.pruners
+    pruner = pruners.MedianPruner() if sweep.pruner == "median" else pruners.NopPruner()
+    sampler = optuna.samplers.TPESampler(seed=sweep.seed)
+    # MLflow's storage makes a new study run at every create_study: load an existing one
+    if storage.get_study_id_by_name_if_exists(name) is not None:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+        if study.direction.name.lower() != sweep.direction:
+            raise SweepConfigError(f"study {name!r} was started to {study.direction.name.lower()};"
+                                   f" this sweep file says {sweep.direction}")
+    else:
+        study = optuna.create_study(study_name=name, storage=storage, direction=sweep.direction,
+                                    pruner=pruner, sampler=sampler)
+    study_run = study._study_id
+    space = {f"sweep/{path}": json.dumps(spec) for path, spec in sweep.params.items()}
+    space.update({"sweep/metric": sweep.metric, "sweep/direction": sweep.direction,
+                  "sweep/max_steps": str(sweep.max_steps)})
+    existing = client.get_run(study_run).data.params
+    for key, value in space.items():
+        if key in existing and existing[key] != value:
+            raise SweepConfigError(f"study {name!r} was started with {key}={existing[key]};"
+                                   f" this sweep file says {value}: use another --study name")
+        if key not in existing:
+            client.log_param(study_run, key, value)
+    fail_dead_trials(client, study_run)
+    client.update_run(study_run, status="RUNNING")
+    return study
+
+
+def _objective(sweep: Sweep, trial: Any, client: MlflowClient, uri: str,
+               seeds: list[int | None]) -> float:
+    values = sweep.suggest(trial)
+    trial_run = trial._trial_id
+    client.set_tag(trial_run, "mlflow.runName", f"{trial.study.study_name}-{trial.number}")
+    client.set_tag(trial_run, HOST_TAG, socket.gethostname())
+    client.set_tag(trial_run, PID_TAG, str(os.getpid()))
+    experiment = client.get_experiment(client.get_run(trial_run).info.experiment_id).name
+    results = []
+    for seed in seeds:
+        config = sweep.train_config(values, seed)
+        parent = {"mlflow.parentRunId": trial_run} if len(seeds) > 1 else {}
+        tracker = MlflowTracker(experiment, tracking_uri=uri, run_id=None if parent else trial_run,
+                                tags=parent, run_name=f"{trial.study.study_name}-{trial.number}"
+                                f"-seed{seed}")
+        results.append(_train(sweep, trial if len(seeds) == 1 else None, config, tracker))
+    value = statistics.fmean(v for v, _ in results)
+    best = (max if sweep.direction == "maximize" else min)(results, key=lambda r: r[0])
+    if best[1] is not None:
+        client.set_tag(trial_run, "rl8lite.sweep.model_id", best[1])
+    client.log_metric(trial_run, "sweep/objective", value)
+    return value
+
+
+def _train(sweep: Sweep, trial: Any, config: TrainConfig, tracker: MlflowTracker
+           ) -> tuple[float, str | None]:
+    """Train one config to ``max_steps``; the metric's last value and the logged policy."""
+    algorithm = config.build_algorithm()
+    trainer = Trainer(algorithm, progress=False, tracker=tracker)
+    if tracker.resumed:  # the trial's own run: its params are the trainer's to log
+        trainer.tracker.log_params(algorithm.params)
+    stop = [HitsUpperBound("env/steps", sweep.max_steps)]
+    if trial is not None and not sweep.metric.startswith("eval/"):
+        stop.append(_Pruning(trial, sweep.metric))
+    try:
+        trainer.run(stop_conditions=stop, steps_per_eval=sweep.steps_per_eval,
+                    eval_env_config=sweep.eval_env_config)
+    finally:
+        algorithm.close()
+    tracker.flush()
+    history = tracker.client.get_metric_history(tracker.run_id, sweep.metric)
+    if not history:
+        raise ConfigError(f"sweep.metric {sweep.metric!r} was never logged by the run; it logs"
+                          f" {sorted(tracker.client.get_run(tracker.run_id).data.metrics)}")
+    value = max(history, key=lambda m: (m.step, m.timestamp)).value
+    if math.isnan(value):
+        raise ValueError(f"sweep.metric {sweep.metric!r} is NaN at the end of the trial")
+    return value, tracker.model_id
+
+
+class _Pruning:
+    """A stop condition reporting the metric to the trial; raises ``TrialPruned`` when told to."""
+
+    def __init__(self, trial: Any, metric: str) -> None:
+        self.trial, self.metric = trial, metric
+
+    def __call__(self, stats: dict[str, float]) -> bool:
+        value = stats.get(self.metric, math.nan)
+        if not math.isnan(value):
+            self.trial.report(value, int(stats["env/steps"]))
+            if self.trial.should_prune():
+                raise _optuna().TrialPruned(f"{self.metric} = {value} at {stats['env/steps']}")
+        return False
+
+
+def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> None:
+    """Log the study's best so far on its run; move the ``champion`` alias to a better policy."""
+    best = study.best_trial
+    study_run = study._study_id
+    client.log_metric(study_run, "sweep/best_value", best.value,
+                      step=len(study.get_trials(deepcopy=False)))
+    client.set_tag(study_run, "rl8lite.sweep.best_trial", f"{best.number} ({best._trial_id})")
+    if sweep.register is None or best.number != trial.number:
+        return
+    model_id = client.get_run(trial._trial_id).data.tags.get("rl8lite.sweep.model_id")
+    if model_id is None:
+        return
+    version = mlflow.register_model(f"models:/{model_id}", sweep.register)
+    client.set_registered_model_alias(sweep.register, "champion", version.version)
+
+
+def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = None) -> list[str]:
+    """Mark FAILED the RUNNING trials of this host whose process is gone (or is ``pid``)."""
+    host, failed = socket.gethostname(), []
+    runs = client.search_runs(
+        [client.get_run(study_run).info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
+                      f" and tags.`{HOST_TAG}` = '{host}'")
+    for run in runs:
+        run_pid = int(run.data.tags.get(PID_TAG, "0"))
+        if run_pid == pid or (pid is None and not _alive(run_pid)):
+            client.set_terminated(run.info.run_id, status="FAILED")
+            failed.append(run.info.run_id)
+    return failed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
