@@ -65,9 +65,8 @@ class GymnasiumEnv(Env):
         config: dict[str, Any] | None = None, device: Device = "cpu",
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from .gymnasium_copy import make_copy
+        from .gymnasium_copies import make_copy, make_vector_env
         from .gymnasium_spaces import action_mapping, observation_mapping
-        from .gymnasium_vector import make_vector_env
 
         self._next_seed: int | None = _first_seed(self.seed, num_envs)
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
@@ -204,7 +203,7 @@ class GymnasiumEnv(Env):
             self.close()
             raise
         except ValueError as e:  # a sync copy's observation that does not fit the batch?
-            from .gymnasium_vector import misfit_observations
+            from .gymnasium_copies import misfit_observations
 
             misfits = misfit_observations(self._vector)
             if misfits is None:
@@ -264,8 +263,7 @@ def gymnasium_env(
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from .gymnasium_copy import describe_source
-    from .gymnasium_vector import check_vector_kwargs
+    from .gymnasium_copies import check_vector_kwargs, describe_source
 
     name, max_episode_steps, renders = describe_source(source, make_kwargs)
     check_vector_kwargs(vectorization_mode, vector_kwargs)
