@@ -1,5 +1,4 @@
-"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``); its
-exit statuses are in ``_EPILOG``."""
+"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``)."""
 
 from __future__ import annotations
 
@@ -10,14 +9,13 @@ import sysconfig
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TextIO
 
 from .algorithms import ConfigError
 from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
 from .runtime.checkpoint_files import CheckpointError
-from .runtime.distributed import DistributedError, Ranks
+from .runtime.distributed import DistributedError
 from .runtime.imports import package_version
 from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
@@ -28,8 +26,7 @@ from .trainers.train_config import TrainConfig, TrainConfigError
 #: rl8lite's errors about its input (command, config, the env's outputs and specs): status 2.
 _INPUT_ERRORS = (ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError,
                  SpecError, CheckpointError, TrackingError, ExportError, DistributedError)
-#: Built-in errors that are one line and status 2 only when rl8lite's own code raised them (no
-#: such file, a dotted path that does not import, ...); the user's code's keep their traceback.
+#: Built-in errors that are one line and status 2 only where rl8lite's own code raised them.
 _RL8LITE_RAISED_ERRORS = (OSError, ImportError, ValueError, NotImplementedError)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -116,8 +113,8 @@ def _error(message: object) -> int:
 
 
 def _raised_by_rl8lite(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback, skipping the standard library's
-    (``open`` raises for its caller) and generated code (``<string>``), is in rl8lite."""
+    """Whether the innermost frame of ``error``'s traceback outside the standard library
+    (``open`` raises for its caller) and generated code is in rl8lite."""
     for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
         if (filename := frame.f_code.co_filename).startswith("<"):
             continue
@@ -130,8 +127,7 @@ def _raised_by_rl8lite(error: BaseException) -> bool:
 
 
 def _save_problem(path: Path) -> str | None:
-    """Why ``--save path`` could not be saved to (not new or empty, or its nearest existing
-    folder not writable), or ``None``; creates no folder."""
+    """Why ``--save path`` cannot be saved to, or ``None``; creates no folder."""
     try:
         if path.exists():
             if not path.is_dir() or any(path.iterdir()):
@@ -155,10 +151,8 @@ def _save_problem(path: Path) -> str | None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    # the console script, unlike `python -m`, leaves the current directory off sys.path
-    if os.getcwd() not in sys.path and "" not in sys.path:
+    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script leaves it off
         sys.path.append(os.getcwd())
-    # --save is checked first: building the env may take a while
     if args.save is not None and (problem := _save_problem(args.save)) is not None:
         return _error(f"--save {args.save}: {problem}")
     try:
@@ -175,13 +169,13 @@ def _train(args: argparse.Namespace) -> int:
             raise  # the user's env or model code raised it: keep the traceback (status 1)
         return _error(e)
 
-    hp, ranks = algorithm.hparams, algorithm.ranks
-    where = hp.device
-    if ranks.distributed:  # every process its own copies and device
+    hp, ranks, where = algorithm.hparams, algorithm.ranks, algorithm.hparams.device
+    if ranks.distributed:
         where = f"{ranks.world_size} processes ({hp.device.split(':')[0]}), {hp.num_envs} envs each"
     until = f"{args.max_env_steps:,} env steps" if args.max_env_steps else "Ctrl-C"
-    say(ranks, f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
-        f" {hp.horizon} steps per training step) on {where} until {until}")
+    if ranks.is_main:
+        print(f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
+              f" {hp.horizon} steps per training step) on {where} until {until}", flush=True)
     if isinstance(tracker := trainer.tracker, MlflowTracker):
         print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
         print(f"rl8lite: then browse to {tracker.runs_url}")
@@ -191,8 +185,9 @@ def _train(args: argparse.Namespace) -> int:
         try:
             trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
         except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
-            steps = trainer.state["env/steps"]
-            say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
+            if ranks.is_main:
+                print(f"rl8lite: interrupted after {trainer.state['env/steps']:,} env steps",
+                      file=sys.stderr, flush=True)
             status = 130
         if args.save is not None and ranks.is_main:
             save_policy_model(algorithm.policy, algorithm.env.observation_spec, args.save)
@@ -201,10 +196,3 @@ def _train(args: argparse.Namespace) -> int:
     finally:
         algorithm.close()  # e.g. a Gymnasium env's worker processes
     return status
-
-
-def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:
-    """Print ``message`` once per job: on rank 0 (the only process without torchrun)."""
-    if ranks.is_main:
-        print(message, file=file or sys.stdout, flush=True)
-
