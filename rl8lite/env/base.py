@@ -20,18 +20,17 @@ class EnvConfigError(KeyError):
 
 
 class SubEnvError(RuntimeError):
-    """A copy of a Gymnasium env raised, or its worker process died; the message names the copy
-    and holds its traceback. The env is closed after it: no worker process remains."""
+    """A copy of a Gymnasium env raised (the message names it and holds its traceback) or its
+    worker died; the env is closed after it."""
 
 
 class Env(ABC):
     """A batched, torch-native environment: ``num_envs`` independent copies as tensors.
 
     Subclasses set :attr:`observation_spec` and :attr:`action_spec` in ``__init__`` and
-    implement :meth:`reset` and :meth:`step`. An env whose :meth:`step` never returns
-    ``"terminated"`` or ``"truncated"`` is infinite-horizon, as in rl8; an episodic one resets
-    its finished copies itself. ``horizon`` is the algorithm's steps per collect (``None``:
-    unknown), ``config`` the initial env parameters (see :meth:`reset`).
+    implement :meth:`reset` and :meth:`step`; an env that never returns ``"terminated"`` or
+    ``"truncated"`` is infinite-horizon (as in rl8), an episodic one resets its finished copies
+    itself. ``horizon``: the algorithm's steps per collect; ``config``: the env parameters.
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv
@@ -48,12 +47,10 @@ class Env(ABC):
     max_num_envs: ClassVar[int | None] = None
     #: Longest episode before the env truncates it itself (``None``: unknown or unlimited).
     max_episode_steps: int | None = None
-    #: Whether :meth:`load_state_dict` restores every copy exactly (else a restored algorithm
-    #: resets the env).
+    #: Whether :meth:`load_state_dict` restores every copy exactly (else the env is reset).
     restores_state: ClassVar[bool] = True
-    #: Whether a CUDA graph can capture :meth:`step`: it updates its state tensors in place
-    #: (across :meth:`reset` and :meth:`load_state_dict` too), reads nothing back to the host,
-    #: and returns tensors of fixed shapes.
+    #: Whether a CUDA graph can capture :meth:`step`: state tensors updated in place (also by
+    #: :meth:`reset` and :meth:`load_state_dict`), no host reads, outputs of fixed shapes.
     capturable: ClassVar[bool] = False
 
     observation_spec: Spec
@@ -102,8 +99,7 @@ class Env(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output; a tensor is copied into the attribute's own
-        tensor where their shape and dtype match (else a copy on the env's device is set)."""
+        """Restore :meth:`state_dict`'s output (a tensor in place where shape and dtype match)."""
         for key, value in state.items():
             current = getattr(self, key, None)
             if not isinstance(value, torch.Tensor):
@@ -159,10 +155,8 @@ class _DummyEnv(Env):
     ) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.observation_spec = Unbounded(1, device=self.device)
-        if self._discrete:
-            self.action_spec = Categorical(2, shape=[1], device=self.device)
-        else:
-            self.action_spec = Unbounded(1, device=self.device)
+        self.action_spec = (Categorical(2, shape=[1], device=self.device) if self._discrete
+                            else Unbounded(1, device=self.device))
         self.bounds = float(self.config.get("bounds", 100.0))
         self.state = torch.zeros(num_envs, 1, device=self.device)
 

@@ -43,9 +43,9 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 def observation_mapping(
     space: spaces.Space, device: torch.device
 ) -> tuple[Spec, ObservationConverter]:
-    """The spec of one copy's observations and the converter ``(batch, n) -> tensor`` of a
-    batch of them: ``Box`` (float64 as float32), ``Discrete`` and ``MultiDiscrete`` (as indices
-    from ``start``), ``MultiBinary``, and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
+    """The spec of one copy's observations and the converter ``(batch, n) -> tensor``: ``Box``
+    (float64 as float32), ``Discrete``/``MultiDiscrete`` (indices from ``start``), ``MultiBinary``,
+    and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
 
     Examples:
         >>> import torch
@@ -92,9 +92,9 @@ def observation_mapping(
 
 
 def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ActionConverter]:
-    """The action spec the policy samples and the converter of a batch of actions for the env:
-    ``Discrete`` (the env gets ``a + start``) and float ``Box`` (``Unbounded`` where float32
-    cannot span the bounds; the env gets the action clipped to them).
+    """The action spec the policy samples and the converter of its actions for the env:
+    ``Discrete`` (``a + start``) and float ``Box`` (clipped; ``Unbounded`` where float32 cannot
+    span the bounds).
 
     Examples:
         >>> import torch
