@@ -56,10 +56,8 @@ class Env(ABC):
     observation_spec: Spec
     action_spec: Spec
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         name = type(self).__name__
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be an int >= 1, received {num_envs!r}")
@@ -149,10 +147,8 @@ class _DummyEnv(Env):
 
     _discrete: ClassVar[bool]
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.observation_spec = Unbounded(1, device=self.device)
         self.action_spec = (Categorical(2, shape=[1], device=self.device) if self._discrete
@@ -169,11 +165,8 @@ class _DummyEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         self.state = self.state + (2 * action - 1 if self._discrete else action)
-        return TensorDict(
-            {DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        return TensorDict({DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
+                          batch_size=[self.num_envs], device=self.device)
 
 
 class ContinuousDummyEnv(_DummyEnv):

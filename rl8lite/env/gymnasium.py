@@ -52,10 +52,8 @@ class GymnasiumEnv(Env):
     vector_kwargs: ClassVar[dict[str, Any]] = {}
     render_kwargs: ClassVar[dict[str, Any]] = {}
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         from .gymnasium_copies import make_copy, make_vector_env
         from .gymnasium_spaces import action_mapping, observation_mapping
@@ -112,17 +110,13 @@ class GymnasiumEnv(Env):
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
-        return TensorDict(
-            {
-                DataKeys.OBS: obs,
-                DataKeys.REWARDS: self._on_device(rewards.astype(np.float32)).view(n, 1),
-                DataKeys.TERMINATED: self._on_device(terminated).view(n, 1),
-                DataKeys.TRUNCATED: self._on_device(truncated).view(n, 1),
-                DataKeys.FINAL_OBS: final_obs,
-            },
-            batch_size=[n],
-            device=self.device,
-        )
+        return TensorDict({
+            DataKeys.OBS: obs,
+            DataKeys.REWARDS: self._on_device(rewards.astype(np.float32)).view(n, 1),
+            DataKeys.TERMINATED: self._on_device(terminated).view(n, 1),
+            DataKeys.TRUNCATED: self._on_device(truncated).view(n, 1),
+            DataKeys.FINAL_OBS: final_obs,
+        }, batch_size=[n], device=self.device)
 
     def _on_device(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(array)
