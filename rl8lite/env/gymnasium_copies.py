@@ -4,6 +4,7 @@ rendering, errors naming it), and the vector envs that run them in this process 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import importlib
@@ -283,10 +284,9 @@ def misfit_observations(vector_env: VectorEnv) -> str | None:
         try:
             concatenate(space, [observation], create_empty_array(space, 1))
         except (ValueError, TypeError, KeyError, IndexError) as e:
-            shape = getattr(observation, "shape", None)
-            got = f"a {type(observation).__name__}"
-            got += f" of shape {tuple(shape)}" if shape is not None else ""
-            misfits.append(f"sub-env {index} returned {got}, which does not fit {space}: {e}")
+            got, shape = type(observation).__name__, getattr(observation, "shape", None)
+            got += "" if shape is None else f" of shape {tuple(shape)}"
+            misfits.append(f"sub-env {index} returned a {got}, which does not fit {space}: {e}")
     return "\n".join(misfits) or None
 
 
@@ -306,11 +306,9 @@ def _reporting_worker(
             e = SubEnvError(describe_failure(index, "its construction", e))
         error_queue.put((index, SubEnvError, e, ""))
         parent_pipe.close()
-        try:  # answer the parent's first request with a failure: it then reads the queue
+        with contextlib.suppress(EOFError, OSError):  # a failed reply sends the parent to the queue
             pipe.recv()
             pipe.send((None, False))
-        except (EOFError, OSError):
-            pass
         return
     _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
 
@@ -356,10 +354,9 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
         messages = []
         for _ in range(len(successes) - sum(successes)):
             index, error_type, error, trace = self.error_queue.get()
-            messages.append(str(error) if isinstance(error, SubEnvError) else (
-                f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
-                f"--- traceback of sub-env {index} ---\n{trace.rstrip()}"
-            ))
+            messages.append(str(error) if isinstance(error, SubEnvError) else
+                            f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
+                            f"--- traceback of sub-env {index} ---\n{trace.rstrip()}")
         self.terminate()
         raise SubEnvError("\n\n".join(messages))
 
@@ -374,31 +371,23 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             while not dead and processes and time.monotonic() < deadline:  # a dying worker
                 time.sleep(0.01)
                 dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            details = "; ".join(
-                f"sub-env {i}'s worker (pid {processes[i].pid}) {_death(processes[i].exitcode)}"
-                for i in dead
-            )
+            details = "; ".join(f"sub-env {i}'s worker (pid {processes[i].pid})"
+                                f" {_death(processes[i].exitcode)}" for i in dead)
             self.terminate()
-            raise SubEnvError(
-                f"{details or 'a worker process closed its pipe'} ({type(e).__name__} on its pipe);"
-                " every worker has been stopped"
-            ) from e
+            raise SubEnvError(f"{details or 'a worker process closed its pipe'}"
+                              f" ({type(e).__name__} on its pipe); every worker has been stopped"
+                              ) from e
 
     def close(self, **kwargs: Any) -> None:
         """Close the copies and end the workers, or :meth:`terminate` them where they cannot
         close (after a failure, during a pending call, or with ``terminate=True``)."""
         if self.closed:
             return
-        if (
-            not kwargs.get("terminate")
-            and self._state is AsyncState.DEFAULT
-            and all(pipe is not None and not pipe.closed for pipe in self.parent_pipes)
-            and all(p.is_alive() for p in self.processes)
-        ):
-            try:
+        if (not kwargs.get("terminate") and self._state is AsyncState.DEFAULT
+                and all(pipe is not None and not pipe.closed for pipe in self.parent_pipes)
+                and all(p.is_alive() for p in self.processes)):
+            with contextlib.suppress(EOFError, OSError):
                 return super().close(**kwargs)
-            except (EOFError, OSError):
-                pass
         self.terminate()
 
     def terminate(self) -> None:
