@@ -57,8 +57,8 @@ class Ranks:
     def sum(self, values: Sequence[float | torch.Tensor], device: torch.device | str = "cpu"
             ) -> torch.Tensor:
         """The float64 sums over ranks of ``values`` (one collective)."""
-        return self.all_reduce_(torch.stack(
-            [torch.as_tensor(v, dtype=torch.float64, device=device) for v in values]))
+        values = [torch.as_tensor(v, dtype=torch.float64, device=device) for v in values]
+        return self.all_reduce_(torch.stack(values))
 
     def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         if self.distributed:
@@ -117,7 +117,8 @@ class Ranks:
         except BaseException as e:
             if self.distributed and not self._failed:
                 self._failed = True
-                _post_failure(self.rank, f"{type(e).__name__}: {e}")
+                with contextlib.suppress(Exception):
+                    _store().compare_set(FAILURE_KEY, "", f"{self.rank}\n{type(e).__name__}: {e}")
                 with contextlib.suppress(Exception):
                     dist.destroy_process_group()
             raise
@@ -166,11 +167,6 @@ def _store() -> Any:
         return None
 
 
-def _post_failure(rank: int, message: str) -> None:
-    with contextlib.suppress(Exception):
-        _store().compare_set(FAILURE_KEY, "", f"{rank}\n{message}")
-
-
 def _read_failure(timeout_s: float) -> tuple[int, str] | None:
     """The ``(rank, error)`` a rank posted, waited for up to ``timeout_s``; ``None`` if none."""
     store, deadline = _store(), time.monotonic() + timeout_s
@@ -217,22 +213,18 @@ def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.de
         if device.index is None:
             return torch.device("cuda", local_rank)
         if device.index != local_rank:
-            raise DistributedError(
-                f"device={str(setting)!r} on the process with LOCAL_RANK={local_rank}: each"
-                " process trains on cuda:LOCAL_RANK; pass device='cuda' (or 'auto') to use"
-                f" cuda:{local_rank}"
-            )
+            raise DistributedError(f"device={str(setting)!r} on the process with LOCAL_RANK="
+                                   f"{local_rank}: each process trains on cuda:LOCAL_RANK; pass"
+                                   f" device='cuda' (or 'auto') to use cuda:{local_rank}")
     return device
 
 
 def check_backend(backend: str, device: torch.device) -> None:
     """NCCL needs CUDA tensors; gloo on GPUs works but copies through the host."""
     if backend == "nccl" and device.type != "cuda":
-        raise DistributedError(
-            "the process group uses the NCCL backend, which needs CUDA devices, but this rank"
-            f" trains on {device}: use the gloo backend on CPUs (rl8lite picks it when it starts"
-            " the group)"
-        )
+        raise DistributedError("the process group uses the NCCL backend, which needs CUDA"
+                               f" devices, but this rank trains on {device}: use the gloo backend"
+                               " on CPUs (rl8lite picks it when it starts the group)")
     if backend == "gloo" and device.type == "cuda":
         warnings.warn("the process group uses gloo while training on CUDA: gradients go through"
                       " the host; NCCL is faster", RuntimeWarning, stacklevel=3)
