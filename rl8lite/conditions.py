@@ -36,10 +36,8 @@ def read_stat(condition: object, key: str, stats: Stats) -> float:
     try:
         return stats[key]
     except KeyError:
-        raise UnknownStatError(
-            f"{type(condition).__name__} watches {key!r}, which is not a train stat;"
-            f" available stats: {sorted(stats)}"
-        ) from None
+        raise UnknownStatError(f"{type(condition).__name__} watches {key!r}, which is not a train"
+                               f" stat; available stats: {sorted(stats)}") from None
 
 
 class HitsUpperBound:

@@ -136,9 +136,8 @@ def apply_env_config(
     """
     unknown = sorted(set(config or {}) - set(defaults))
     if unknown:
-        raise EnvConfigError(
-            f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}"
-        )
+        raise EnvConfigError(f"{env_name} has no config parameter(s) {unknown};"
+                             f" valid: {sorted(defaults)}")
     return {**defaults, **(config or {})}
 
 

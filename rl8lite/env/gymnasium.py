@@ -143,10 +143,9 @@ class GymnasiumEnv(Env):
         """Copy 0's RGB frame ``[H, W, 3]``; ``NotImplementedError`` without ``rgb_array``."""
         name, mode = type(self).__name__, self._vector.render_mode
         if mode != "rgb_array":
-            raise NotImplementedError(
-                f"{name}: copy 0 was made with render_mode={mode!r}; render() needs 'rgb_array'"
-                " (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
-            )
+            raise NotImplementedError(f"{name}: copy 0 was made with render_mode={mode!r};"
+                                      " render() needs 'rgb_array' (pass render_mode='rgb_array'"
+                                      " to gymnasium_env, which gives it to copy 0 only)")
         frame = self._run(self._vector.call, "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")

@@ -26,11 +26,10 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     """
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
-            raise ImportError(
-                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or"
-                " checkpoint: make it with an env id or a module-level factory, and make keywords"
-                " that are numbers, strings, lists or dicts"
-            )
+            raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
+                              " config or checkpoint: make it with an env id or a module-level"
+                              " factory, and make keywords that are numbers, strings, lists or"
+                              " dicts")
         return dict(env_cls.reference)
     return dotted_path(env_cls)
 
@@ -66,10 +65,9 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     options = dict(reference)
     kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
     if len(kinds) != 1:
-        raise TypeError(
-            "a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id) and"
-            f" 'gymnasium_factory' (a factory's dotted path), received keys {sorted(options)}"
-        )
+        raise TypeError("a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id)"
+                        " and 'gymnasium_factory' (a factory's dotted path), received keys"
+                        f" {sorted(options)}")
     source = options.pop(kinds[0])
     if kinds[0] == "gymnasium_factory":
         source = import_dotted_path(source, what="gymnasium_factory")

@@ -38,10 +38,9 @@ def to_plain(value: Any, where: str) -> Any:
         return type(value)(to_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
     if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
         return {k: to_plain(v, f"{where}.{k}") for k, v in value.items()}
-    raise CheckpointError(
-        f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings,"
-        " tensors and lists/dicts of them (classes as dotted paths); pass plain values in configs"
-    )
+    raise CheckpointError(f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold"
+                          " numbers, strings, tensors and lists/dicts of them (classes as dotted"
+                          " paths); pass plain values in configs")
 
 
 def seed_everything(seed: int) -> None:
