@@ -61,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rl8lite", description="rl8lite: a small, fast, MLflow-tracked PPO trainer.")
     parser.add_argument("--version", action="version",
                         version=f"rl8lite {package_version('rl8lite')}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    train = commands.add_parser(
+    train = parser.add_subparsers(dest="command", metavar="COMMAND").add_parser(
         "train", help="train a policy from a config file, logging to MLflow", epilog=_EPILOG,
         description=(
             "Train a policy from a YAML/JSON train config, logging params and metrics to an\n"
@@ -70,21 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
             "folder). Trains until --max-env-steps env steps, or until Ctrl-C."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                       type=Path, metavar="FILE",
-                       help="train config (.yaml, .yml or .json) with env_cls and"
-                       " algorithm_config (--file is rl8's spelling)")
+                       type=Path, metavar="FILE", help="train config (.yaml, .yml or .json) with"
+                       " env_cls and algorithm_config (--file is rl8's spelling)")
     train.add_argument("--experiment-name", metavar="NAME",
                        help="MLflow experiment to log the run under (default: the env class name)")
     train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
                        metavar="N", help="stop after the training step that reaches N env steps"
-                       " (each training step adds num_envs x horizon env steps). Default: train"
-                       " until Ctrl-C")
+                       " (num_envs x horizon each). Default: train until Ctrl-C")
     train.add_argument("--steps-per-eval", type=_positive_int, metavar="N",
                        help="evaluate the policy every N training steps (default: never)")
-    train.add_argument("--save", type=Path, metavar="DIR",
-                       help="save the trained policy as an MLflow model to DIR (new or empty),"
-                       " served by mlflow.pyfunc.load_model(DIR).predict(obs); also saved after"
-                       " Ctrl-C")
+    train.add_argument("--save", type=Path, metavar="DIR", help="save the trained policy (also"
+                       " after Ctrl-C) as an MLflow model to DIR (new or empty), served by"
+                       " mlflow.pyfunc.load_model(DIR).predict(obs)")
     train.add_argument("--no-progress", action="store_true",
                        help="do not print a progress line per training step")
     return parser

@@ -74,14 +74,10 @@ class Plateaus:
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = read_stat(self, self.key, train_stats)
-        if math.isnan(value):
-            return self.losses >= self.patience
-        old = self.old_value
-        if old is not None and abs(value - old) <= self.rtol * abs(old):
-            self.losses += 1
-        else:
-            self.losses = 0
-        self.old_value = value
+        if not math.isnan(value):
+            old, self.old_value = self.old_value, value
+            close = old is not None and abs(value - old) <= self.rtol * abs(old)
+            self.losses = self.losses + 1 if close else 0
         return self.losses >= self.patience
 
 
@@ -98,12 +94,10 @@ class _StopsImproving:
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = self.sign * read_stat(self, self.key, train_stats)
-        if math.isnan(value):
-            return self.losses >= self.patience
-        if self.best is None or value > self.best:
-            self.best, self.losses = value, 0
-        else:
-            self.losses += 1
+        if not math.isnan(value):
+            improved = self.best is None or value > self.best
+            self.best = value if improved else self.best
+            self.losses = 0 if improved else self.losses + 1
         return self.losses >= self.patience
 
 
