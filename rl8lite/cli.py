@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import sysconfig
@@ -47,11 +48,9 @@ exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted
 
 
 def _positive_int(text: str) -> int:
-    try:
+    with contextlib.suppress(ValueError):
         if (value := int(text)) >= 1:
             return value
-    except ValueError:
-        pass
     raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}")
 
 

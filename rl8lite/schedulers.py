@@ -88,10 +88,8 @@ class EntropyScheduler:
 class LRScheduler:
     """Sets every param group's learning rate from a schedule (no-op without one)."""
 
-    def __init__(
-        self, optimizer: torch.optim.Optimizer, *, schedule: Schedule | None = None,
-        kind: ScheduleKind = "step",
-    ) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, *, schedule: Schedule | None = None,
+                 kind: ScheduleKind = "step") -> None:
         validate_schedule("lr_schedule", schedule, kind)
         self.optimizer = optimizer
         self.schedule, self.kind = schedule, kind

@@ -65,10 +65,8 @@ class Env(ABC):
                                 ("horizon", horizon, self.max_horizon)]:
             if value is not None and cap is not None and value > cap:
                 raise ValueError(f"{name}: {key}={value} exceeds {name}.max_{key}={cap}")
-        self.num_envs = num_envs
-        self.horizon = horizon
-        self.config = dict(config or {})
-        self.device = torch.device(device)
+        self.num_envs, self.horizon = num_envs, horizon
+        self.config, self.device = dict(config or {}), torch.device(device)
 
     @abstractmethod
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
@@ -102,10 +100,8 @@ class Env(ABC):
             current = getattr(self, key, None)
             if not isinstance(value, torch.Tensor):
                 setattr(self, key, value)
-            elif (
-                isinstance(current, torch.Tensor) and not current.is_inference()
-                and (current.shape, current.dtype) == (value.shape, value.dtype)
-            ):
+            elif (isinstance(current, torch.Tensor) and not current.is_inference()
+                  and (current.shape, current.dtype) == (value.shape, value.dtype)):
                 current.copy_(value)
             else:
                 setattr(self, key, value.to(self.device, copy=True))
@@ -120,22 +116,19 @@ def is_plain(value: Any, leaves: tuple[type, ...] = ()) -> bool:
         return True
     if isinstance(value, (list, tuple)):
         return all(is_plain(v, leaves) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and is_plain(v, leaves) for k, v in value.items()
-    )
+    return isinstance(value, dict) and all(isinstance(k, str) and is_plain(v, leaves)
+                                           for k, v in value.items())
 
 
-def apply_env_config(
-    env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
-) -> dict[str, Any]:
+def apply_env_config(env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
+                     ) -> dict[str, Any]:
     """``config`` merged over ``defaults``; a key ``defaults`` lacks is an :class:`EnvConfigError`.
 
     Examples:
         >>> apply_env_config("Walk", {"speed": 1.0, "size": 2}, {"speed": 3.0})
         {'speed': 3.0, 'size': 2}
     """
-    unknown = sorted(set(config or {}) - set(defaults))
-    if unknown:
+    if unknown := sorted(set(config or {}) - set(defaults)):
         raise EnvConfigError(f"{env_name} has no config parameter(s) {unknown};"
                              f" valid: {sorted(defaults)}")
     return {**defaults, **(config or {})}

@@ -29,16 +29,13 @@ def _first_seed(base: int | None, num_envs: int) -> int:
 
 
 class GymnasiumEnv(Env):
-    """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env.
+    """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env,
+    autoresetting in the same step. The first reset seeds copy ``i`` with
+    ``seed + rank * num_envs + i`` (``rank``: ``RANK`` under ``torchrun``); later ones do not.
 
-    The copies autoreset in the same step (the last observation in ``"final_obs"``). The first
-    reset seeds copy ``i`` with ``seed + rank * num_envs + i`` (``rank``: ``RANK`` under
-    ``torchrun``); later resets do not reseed.
-
-    ``reset(config={...})`` sets values on every copy's unwrapped env (``None``: the
-    constructor's ``config``). A key is a public plain-data attribute (see
-    :attr:`default_config`) or a path written in place (``"model.body_mass[1]"``); what the env
-    derived from it in ``__init__`` is not recomputed. :meth:`state_dict` holds no copy's state.
+    ``reset(config={...})`` sets, on every copy's unwrapped env, public plain-data attributes
+    (:attr:`default_config`) or paths in place (``"model.body_mass[1]"``); ``None`` restores the
+    constructor's ``config``. What the env derived from them in ``__init__`` is not recomputed.
     """
 
     restores_state: ClassVar[bool] = False
@@ -119,8 +116,7 @@ class GymnasiumEnv(Env):
         }, batch_size=[n], device=self.device)
 
     def _on_device(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(array)
-        return tensor if self.device.type == "cpu" else tensor.to(self.device)
+        return torch.from_numpy(array).to(self.device)
 
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
         """``obs`` with the finished copies' rows replaced by their last observations."""
@@ -165,12 +161,10 @@ class GymnasiumEnv(Env):
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The config in force (the copies' states are not saved)."""
-        return {"config": dict(self._applied)}
+        return {"config": dict(self._applied)}  # the copies' states are not saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
-        del state
         self._next_seed = _first_seed(None, self.num_envs)
 
     def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -187,18 +181,16 @@ class GymnasiumEnv(Env):
         except ValueError as e:  # a sync copy's observation that does not fit the batch?
             from .gymnasium_copies import misfit_observations
 
-            misfits = misfit_observations(self._vector)
-            if misfits is None:
+            if (misfits := misfit_observations(self._vector)) is None:
                 raise
             self._failure = SubEnvError(misfits)
             self.close()
             raise self._failure from e
 
 
-def gymnasium_env(
-    env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
-    seed: int | None = None, vector_kwargs: dict[str, Any] | None = None, **make_kwargs: Any,
-) -> type[GymnasiumEnv]:
+def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
+                  seed: int | None = None, vector_kwargs: dict[str, Any] | None = None,
+                  **make_kwargs: Any) -> type[GymnasiumEnv]:
     """A :class:`GymnasiumEnv` class stepping copies of ``env_id_or_factory`` (an env id for
     ``gymnasium.make``, or a callable returning a ``gymnasium.Env``) made with ``make_kwargs``
     (a factory's ``max_episode_steps`` adds a ``TimeLimit``), named after it; equal calls
@@ -264,10 +256,9 @@ def gymnasium_env(
     return cls
 
 
-def _options(
-    source: str | Callable[..., Any], mode: str, seed: int | None,
-    vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
+             vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any]
+             ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The options, and again as the reference where they are plain data naming the source."""
     if isinstance(source, str):
         options: dict[str, Any] = {"gymnasium": source}

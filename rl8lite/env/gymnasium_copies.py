@@ -210,9 +210,8 @@ def _keywords(fn: Callable[..., Any]) -> set[str] | None:
     return {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} - {"self"}
 
 
-def describe_source(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
-) -> tuple[str, int | None, bool]:
+def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any]
+                    ) -> tuple[str, int | None, bool]:
     """The class name, the longest episode (where known without a copy) and whether copy 0
     can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
     a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
@@ -252,19 +251,16 @@ def describe_source(
 def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
     """A keyword the vector env does not take, or one rl8lite sets, is a ``TypeError`` naming it."""
     vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    reserved = sorted(set(vector_kwargs) & _SET_BY_ADAPTER)
-    if reserved:
+    if reserved := sorted(set(vector_kwargs) & _SET_BY_ADAPTER):
         raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
     taken = _keywords(vector_cls.__init__) or set(vector_kwargs)
-    unknown = sorted(set(vector_kwargs) - taken)
-    if unknown:
+    if unknown := sorted(set(vector_kwargs) - taken):
         raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__};"
                         f" it takes {sorted(taken - _SET_BY_ADAPTER)}")
 
 
-def make_vector_env(
-    env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str, vector_kwargs: dict[str, Any]
-) -> VectorEnv:
+def make_vector_env(env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str,
+                    vector_kwargs: dict[str, Any]) -> VectorEnv:
     """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
     in the same step and returning its own arrays (no copies)."""
     kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
@@ -290,10 +286,8 @@ def misfit_observations(vector_env: VectorEnv) -> str | None:
     return "\n".join(misfits) or None
 
 
-def _reporting_worker(
-    index: int, env_fn: Callable[[], Any], pipe: Any, parent_pipe: Any, shared_memory: Any,
-    error_queue: Any, *rest: Any,
-) -> None:
+def _reporting_worker(index: int, env_fn: Callable[[], Any], pipe: Any, parent_pipe: Any,
+                      shared_memory: Any, error_queue: Any, *rest: Any) -> None:
     """Gymnasium's async worker, leaving the process group's signals to the parent and
     reporting a copy that fails to build (outside Gymnasium's error handling)."""
     for name in ("SIGINT", "SIGTERM", "SIGUSR1"):  # sent to the process group: the parent's

@@ -36,9 +36,8 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
-def observation_mapping(
-    space: spaces.Space, device: torch.device
-) -> tuple[Spec, ObservationConverter]:
+def observation_mapping(space: spaces.Space, device: torch.device
+                        ) -> tuple[Spec, ObservationConverter]:
     """The spec of one copy's observations and the converter ``(batch, n) -> tensor``: ``Box``
     (float64 as float32), ``Discrete``/``MultiDiscrete`` (indices from ``start``), ``MultiBinary``,
     and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).

@@ -83,7 +83,6 @@ class MountainCar(_MountainCar):
     200 steps. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import MountainCar
         >>> env = MountainCar(4)
         >>> env.reset(config={"force_mag": 0.002}).shape
@@ -114,7 +113,6 @@ class MountainCarContinuous(_MountainCar):
     Parameters: ``CONTINUOUS_DEFAULTS`` (Gymnasium's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import MountainCarContinuous
         >>> env = MountainCarContinuous(4)
         >>> env.reset(config={"power": 0.002}).shape
