@@ -1,23 +1,22 @@
-"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``); its
-exit statuses are in ``_EPILOG``."""
+"""The ``rl8lite`` command: ``rl8lite train -f config.yaml`` (also ``python -m rl8lite``)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import sysconfig
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TextIO
 
 from .algorithms import ConfigError
 from .algorithms.rollout import EnvOutputError, NonFiniteError
 from .conditions import HitsUpperBound
 from .env import EnvConfigError
 from .runtime.checkpoint_files import CheckpointError
-from .runtime.distributed import DistributedError, Ranks
+from .runtime.distributed import DistributedError
 from .runtime.imports import package_version
 from .specs import SpecError
 from .tracking import MlflowTracker, TrackingError, save_policy_model
@@ -28,8 +27,7 @@ from .trainers.train_config import TrainConfig, TrainConfigError
 #: rl8lite's errors about its input (command, config, the env's outputs and specs): status 2.
 _INPUT_ERRORS = (ConfigError, TrainConfigError, EnvConfigError, EnvOutputError, NonFiniteError,
                  SpecError, CheckpointError, TrackingError, ExportError, DistributedError)
-#: Built-in errors that are one line and status 2 only when rl8lite's own code raised them (no
-#: such file, a dotted path that does not import, ...); the user's code's keep their traceback.
+#: Built-in errors that are one line and status 2 only where rl8lite's own code raised them.
 _RL8LITE_RAISED_ERRORS = (OSError, ImportError, ValueError, NotImplementedError)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -50,11 +48,9 @@ exit status: 0 done, 2 bad command/config/env (nothing trained), 130 interrupted
 
 
 def _positive_int(text: str) -> int:
-    try:
+    with contextlib.suppress(ValueError):
         if (value := int(text)) >= 1:
             return value
-    except ValueError:
-        pass
     raise argparse.ArgumentTypeError(f"expected an int >= 1, received {text!r}")
 
 
@@ -73,21 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
             "folder). Trains until --max-env-steps env steps, or until Ctrl-C."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                       type=Path, metavar="FILE",
-                       help="train config (.yaml, .yml or .json) with env_cls and"
-                       " algorithm_config (--file is rl8's spelling)")
+                       type=Path, metavar="FILE", help="train config (.yaml, .yml or .json) with"
+                       " env_cls and algorithm_config (--file is rl8's spelling)")
     train.add_argument("--experiment-name", metavar="NAME",
                        help="MLflow experiment to log the run under (default: the env class name)")
     train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
                        metavar="N", help="stop after the training step that reaches N env steps"
-                       " (each training step adds num_envs x horizon env steps). Default: train"
-                       " until Ctrl-C")
+                       " (num_envs x horizon each). Default: train until Ctrl-C")
     train.add_argument("--steps-per-eval", type=_positive_int, metavar="N",
                        help="evaluate the policy every N training steps (default: never)")
-    train.add_argument("--save", type=Path, metavar="DIR",
-                       help="save the trained policy as an MLflow model to DIR (new or empty),"
-                       " served by mlflow.pyfunc.load_model(DIR).predict(obs); also saved after"
-                       " Ctrl-C")
+    train.add_argument("--save", type=Path, metavar="DIR", help="save the trained policy (also"
+                       " after Ctrl-C) as an MLflow model to DIR (new or empty), served by"
+                       " mlflow.pyfunc.load_model(DIR).predict(obs)")
     train.add_argument("--no-progress", action="store_true",
                        help="do not print a progress line per training step")
     sweep = commands.add_parser(
@@ -136,8 +129,8 @@ def _error(message: object) -> int:
 
 
 def _raised_by_rl8lite(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback, skipping the standard library's
-    (``open`` raises for its caller) and generated code (``<string>``), is in rl8lite."""
+    """Whether the innermost frame of ``error``'s traceback outside the standard library
+    (``open`` raises for its caller) and generated code is in rl8lite."""
     for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
         if (filename := frame.f_code.co_filename).startswith("<"):
             continue
@@ -150,8 +143,7 @@ def _raised_by_rl8lite(error: BaseException) -> bool:
 
 
 def _save_problem(path: Path) -> str | None:
-    """Why ``--save path`` could not be saved to (not new or empty, or its nearest existing
-    folder not writable), or ``None``; creates no folder."""
+    """Why ``--save path`` cannot be saved to, or ``None``; creates no folder."""
     try:
         if path.exists():
             if not path.is_dir() or any(path.iterdir()):
@@ -175,10 +167,8 @@ def _save_problem(path: Path) -> str | None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    # the console script, unlike `python -m`, leaves the current directory off sys.path
-    if os.getcwd() not in sys.path and "" not in sys.path:
+    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script leaves it off
         sys.path.append(os.getcwd())
-    # --save is checked first: building the env may take a while
     if args.save is not None and (problem := _save_problem(args.save)) is not None:
         return _error(f"--save {args.save}: {problem}")
     try:
@@ -195,13 +185,13 @@ def _train(args: argparse.Namespace) -> int:
             raise  # the user's env or model code raised it: keep the traceback (status 1)
         return _error(e)
 
-    hp, ranks = algorithm.hparams, algorithm.ranks
-    where = hp.device
-    if ranks.distributed:  # every process its own copies and device
+    hp, ranks, where = algorithm.hparams, algorithm.ranks, algorithm.hparams.device
+    if ranks.distributed:
         where = f"{ranks.world_size} processes ({hp.device.split(':')[0]}), {hp.num_envs} envs each"
     until = f"{args.max_env_steps:,} env steps" if args.max_env_steps else "Ctrl-C"
-    say(ranks, f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
-        f" {hp.horizon} steps per training step) on {where} until {until}")
+    if ranks.is_main:
+        print(f"rl8lite: training {type(algorithm.env).__name__} ({hp.num_envs} envs x"
+              f" {hp.horizon} steps per training step) on {where} until {until}", flush=True)
     if isinstance(tracker := trainer.tracker, MlflowTracker):
         print(f"rl8lite: MLflow run {tracker.run_id}; open the UI with: {tracker.ui_command}")
         print(f"rl8lite: then browse to {tracker.runs_url}")
@@ -211,8 +201,9 @@ def _train(args: argparse.Namespace) -> int:
         try:
             trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
         except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
-            steps = trainer.state["env/steps"]
-            say(ranks, f"rl8lite: interrupted after {steps:,} env steps", file=sys.stderr)
+            if ranks.is_main:
+                print(f"rl8lite: interrupted after {trainer.state['env/steps']:,} env steps",
+                      file=sys.stderr, flush=True)
             status = 130
         if args.save is not None and ranks.is_main:
             save_policy_model(algorithm.policy, algorithm.env.observation_spec, args.save)
@@ -250,10 +241,4 @@ def _sweep(args: argparse.Namespace) -> int:
     if any(s == "COMPLETE" for s in states):
         print(f"rl8lite: best {study.best_value:.6g} with {study.best_params}")
     return 0
-
-
-def say(ranks: Ranks, message: str, file: TextIO | None = None) -> None:
-    """Print ``message`` once per job: on rank 0 (the only process without torchrun)."""
-    if ranks.is_main:
-        print(message, file=file or sys.stdout, flush=True)
 

@@ -1,8 +1,6 @@
-"""Stop conditions: callables on the latest train stats that say when to stop (rl8's).
-
-A watched stat that does not exist raises :class:`UnknownStatError`. A NaN value (e.g.
-``episodes/return_mean`` when no episode ended) is ignored: it never stops, counts towards,
-resets or becomes the reference of a ``patience``.
+"""Stop conditions: callables on the latest train stats that say when to stop (rl8's). A stat
+that does not exist raises :class:`UnknownStatError`; a NaN value is ignored (it never stops,
+counts towards, resets or becomes the reference of a ``patience``).
 
 Examples:
     >>> from rl8lite.conditions import And, HitsUpperBound, Plateaus
@@ -38,18 +36,15 @@ def read_stat(condition: object, key: str, stats: Stats) -> float:
     try:
         return stats[key]
     except KeyError:
-        raise UnknownStatError(
-            f"{type(condition).__name__} watches {key!r}, which is not a train stat;"
-            f" available stats: {sorted(stats)}"
-        ) from None
+        raise UnknownStatError(f"{type(condition).__name__} watches {key!r}, which is not a train"
+                               f" stat; available stats: {sorted(stats)}") from None
 
 
 class HitsUpperBound:
     """True once ``stats[key] >= upper_bound`` (never for a NaN value)."""
 
     def __init__(self, key: str, upper_bound: float, /) -> None:
-        self.key = key
-        self.upper_bound = upper_bound
+        self.key, self.upper_bound = key, upper_bound
 
     def __call__(self, train_stats: Stats, /) -> bool:
         return read_stat(self, self.key, train_stats) >= self.upper_bound
@@ -59,8 +54,7 @@ class HitsLowerBound:
     """True once ``stats[key] <= lower_bound`` (never for a NaN value)."""
 
     def __init__(self, key: str, lower_bound: float, /) -> None:
-        self.key = key
-        self.lower_bound = lower_bound
+        self.key, self.lower_bound = key, lower_bound
 
     def __call__(self, train_stats: Stats, /) -> bool:
         return read_stat(self, self.key, train_stats) <= self.lower_bound
@@ -75,22 +69,15 @@ class Plateaus:
             raise ValueError(f"Plateaus: patience must be >= 1, received {patience}")
         if rtol < 0:
             raise ValueError(f"Plateaus: rtol must be >= 0, received {rtol}")
-        self.key = key
-        self.patience = patience
-        self.rtol = rtol
-        self.losses = 0
+        self.key, self.patience, self.rtol, self.losses = key, patience, rtol, 0
         self.old_value: float | None = None
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = read_stat(self, self.key, train_stats)
-        if math.isnan(value):
-            return self.losses >= self.patience
-        old = self.old_value
-        if old is not None and abs(value - old) <= self.rtol * abs(old):
-            self.losses += 1
-        else:
-            self.losses = 0
-        self.old_value = value
+        if not math.isnan(value):
+            old, self.old_value = self.old_value, value
+            close = old is not None and abs(value - old) <= self.rtol * abs(old)
+            self.losses = self.losses + 1 if close else 0
         return self.losses >= self.patience
 
 
@@ -102,20 +89,15 @@ class _StopsImproving:
     def __init__(self, key: str, /, *, patience: int = 3) -> None:
         if patience < 1:
             raise ValueError(f"{type(self).__name__}: patience must be >= 1, received {patience}")
-        self.key = key
-        self.patience = patience
-        self.losses = 0
+        self.key, self.patience, self.losses = key, patience, 0
         self.best: float | None = None
 
     def __call__(self, train_stats: Stats, /) -> bool:
         value = self.sign * read_stat(self, self.key, train_stats)
-        if math.isnan(value):
-            return self.losses >= self.patience
-        if self.best is None or value > self.best:
-            self.best = value
-            self.losses = 0
-        else:
-            self.losses += 1
+        if not math.isnan(value):
+            improved = self.best is None or value > self.best
+            self.best = value if improved else self.best
+            self.losses = 0 if improved else self.losses + 1
         return self.losses >= self.patience
 
 
@@ -138,8 +120,7 @@ class _Combined:
         self.conditions = list(conditions)
 
     def __call__(self, train_stats: Stats, /) -> bool:
-        results = [condition(train_stats) for condition in self.conditions]  # each keeps state
-        return type(self)._reduce(results)
+        return type(self)._reduce([condition(train_stats) for condition in self.conditions])
 
 
 class And(_Combined):

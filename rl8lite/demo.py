@@ -28,10 +28,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(f"Training CartPole: {hp.num_envs} envs x {hp.horizon} steps per collect")
         solved = HitsUpperBound("episodes/return_mean", 475.0)
         trainer.run(stop_conditions=[Or([solved, HitsUpperBound("env/steps", args.max_steps)])])
-        # the env resets every horizons_per_env_reset collects; evaluation must start there
-        k = algorithm.horizons_per_env_reset
-        while trainer.state["algorithm/collects"] % k:
-            trainer.step()
         results = {}
         for name, config in EVAL_CONFIGS.items():
             results[name] = stats = trainer.eval(env_config=config, name=name)

@@ -1,8 +1,6 @@
-"""Schedules of the learning rate and the entropy coefficient over env transitions (rl8's).
-
-A schedule is a list of ``(env_steps, value)`` pairs sorted by ``env_steps``,
-the first at 0. ``"step"`` holds each value until the next pair's step count;
-``"interp"`` interpolates linearly between pairs and holds the last value.
+"""Schedules of the learning rate and the entropy coefficient over env steps (rl8's): lists of
+``(env_steps, value)`` from 0; ``"step"`` holds each value until the next, ``"interp"``
+interpolates linearly and holds the last.
 
 Examples:
     >>> from rl8lite.schedulers import EntropyScheduler
@@ -26,57 +24,45 @@ Schedule = list[tuple[int, float]]
 
 
 def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
-    """Raise ``ValueError`` naming ``name`` if the schedule or its kind is malformed: entries
-    must be ``(env_steps, value)`` pairs, ``env_steps`` a whole number (YAML's ``1e6`` too),
-    ``value`` finite and >= 0, neither a bool."""
+    """A ``ValueError`` naming ``name`` for a bad ``kind`` or a schedule that is not
+    ``(env_steps, value)`` pairs from 0 (whole numbers, strictly increasing; YAML's ``1e6``
+    too) with finite values >= 0 (no bools)."""
     if kind not in ("step", "interp"):
         raise ValueError(f"{name}_kind must be 'step' or 'interp', received {kind!r}")
     if schedule is None:
         return
     if not schedule:
         raise ValueError(f"{name} must be None or a non-empty list of (env_steps, value)")
-    steps = []
     for i, item in enumerate(schedule):
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise ValueError(f"{name} entries must be (env_steps, value) pairs, received {item!r}")
         step, value = item
-        if not _is_whole_number(step):
-            raise ValueError(
-                f"{name}[{i}] = {item!r}: env_steps must be an int, received"
-                f" {type(step).__name__} {step!r}"
-            )
-        if not _is_real_number(value):
-            raise ValueError(
-                f"{name}[{i}] = {item!r}: the value must be a real number, received"
-                f" {type(value).__name__} {value!r}"
-            )
-        steps.append(step)
+        if isinstance(step, bool) or not isinstance(step, numbers.Real) or not (
+            isinstance(step, numbers.Integral) or float(step).is_integer()
+        ):
+            raise ValueError(f"{name}[{i}] = {item!r}: env_steps must be an int, received"
+                             f" {type(step).__name__} {step!r}")
+        if isinstance(value, torch.Tensor):  # a one-element real tensor converts with float()
+            real = value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool
+        else:
+            real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not real:
+            raise ValueError(f"{name}[{i}] = {item!r}: the value must be a real number, received"
+                             f" {type(value).__name__} {value!r}")
         if not math.isfinite(float(value)):
             raise ValueError(f"{name} values must be finite, received {value!r}")
         if value < 0:
             raise ValueError(f"{name} values must be >= 0, received {value!r}")
+    steps = [step for step, _ in schedule]
     if steps[0] != 0:
         raise ValueError(f"{name} must start at env_steps 0, received {steps[0]!r}")
     if any(b <= a for a, b in itertools.pairwise(steps)):
         raise ValueError(f"{name} env_steps must increase strictly, received {steps}")
 
 
-def _is_whole_number(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    return isinstance(value, numbers.Integral) or float(value).is_integer()
-
-
-def _is_real_number(value: object) -> bool:
-    if isinstance(value, torch.Tensor):  # a one-element real tensor converts with float()
-        return value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def scheduled_value(schedule: Schedule, kind: ScheduleKind, env_steps: int) -> float:
     """The value of ``schedule`` after ``env_steps`` env transitions."""
-    steps = [s for s, _ in schedule]
-    i = bisect.bisect_right(steps, env_steps) - 1
+    i = bisect.bisect_right([s for s, _ in schedule], env_steps) - 1
     if kind == "step" or i == len(schedule) - 1:
         return float(schedule[i][1])
     (s0, v0), (s1, v1) = schedule[i], schedule[i + 1]
@@ -86,12 +72,10 @@ def scheduled_value(schedule: Schedule, kind: ScheduleKind, env_steps: int) -> f
 class EntropyScheduler:
     """The entropy coefficient, constant or following a schedule."""
 
-    def __init__(
-        self, coeff: float, *, schedule: Schedule | None = None, kind: ScheduleKind = "step"
-    ) -> None:
+    def __init__(self, coeff: float, *, schedule: Schedule | None = None,
+                 kind: ScheduleKind = "step") -> None:
         validate_schedule("entropy_coeff_schedule", schedule, kind)
-        self.schedule = schedule
-        self.kind = kind
+        self.schedule, self.kind = schedule, kind
         self.coeff = float(schedule[0][1]) if schedule else float(coeff)
 
     def step(self, env_steps: int) -> float:
@@ -104,14 +88,11 @@ class EntropyScheduler:
 class LRScheduler:
     """Sets every param group's learning rate from a schedule (no-op without one)."""
 
-    def __init__(
-        self, optimizer: torch.optim.Optimizer, *, schedule: Schedule | None = None,
-        kind: ScheduleKind = "step",
-    ) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, *, schedule: Schedule | None = None,
+                 kind: ScheduleKind = "step") -> None:
         validate_schedule("lr_schedule", schedule, kind)
         self.optimizer = optimizer
-        self.schedule = schedule
-        self.kind = kind
+        self.schedule, self.kind = schedule, kind
         if schedule:
             self.set(float(schedule[0][1]))
 

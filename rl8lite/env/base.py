@@ -20,18 +20,17 @@ class EnvConfigError(KeyError):
 
 
 class SubEnvError(RuntimeError):
-    """A copy of a Gymnasium env raised, or its worker process died; the message names the copy
-    and holds its traceback. The env is closed after it: no worker process remains."""
+    """A copy of a Gymnasium env raised (the message names it and holds its traceback) or its
+    worker died; the env is closed after it."""
 
 
 class Env(ABC):
     """A batched, torch-native environment: ``num_envs`` independent copies as tensors.
 
     Subclasses set :attr:`observation_spec` and :attr:`action_spec` in ``__init__`` and
-    implement :meth:`reset` and :meth:`step`. An env whose :meth:`step` never returns
-    ``"terminated"`` or ``"truncated"`` is infinite-horizon, as in rl8; an episodic one resets
-    its finished copies itself. ``horizon`` is the algorithm's steps per collect (``None``:
-    unknown), ``config`` the initial env parameters (see :meth:`reset`).
+    implement :meth:`reset` and :meth:`step`; an env that never returns ``"terminated"`` or
+    ``"truncated"`` is infinite-horizon (as in rl8), an episodic one resets its finished copies
+    itself. ``horizon``: the algorithm's steps per collect; ``config``: the env parameters.
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv
@@ -48,21 +47,17 @@ class Env(ABC):
     max_num_envs: ClassVar[int | None] = None
     #: Longest episode before the env truncates it itself (``None``: unknown or unlimited).
     max_episode_steps: int | None = None
-    #: Whether :meth:`load_state_dict` restores every copy exactly (else a restored algorithm
-    #: resets the env).
+    #: Whether :meth:`load_state_dict` restores every copy exactly (else the env is reset).
     restores_state: ClassVar[bool] = True
-    #: Whether a CUDA graph can capture :meth:`step`: it updates its state tensors in place
-    #: (across :meth:`reset` and :meth:`load_state_dict` too), reads nothing back to the host,
-    #: and returns tensors of fixed shapes.
+    #: Whether a CUDA graph can capture :meth:`step`: state tensors updated in place (also by
+    #: :meth:`reset` and :meth:`load_state_dict`), no host reads, outputs of fixed shapes.
     capturable: ClassVar[bool] = False
 
     observation_spec: Spec
     action_spec: Spec
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         name = type(self).__name__
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be an int >= 1, received {num_envs!r}")
@@ -70,10 +65,8 @@ class Env(ABC):
                                 ("horizon", horizon, self.max_horizon)]:
             if value is not None and cap is not None and value > cap:
                 raise ValueError(f"{name}: {key}={value} exceeds {name}.max_{key}={cap}")
-        self.num_envs = num_envs
-        self.horizon = horizon
-        self.config = dict(config or {})
-        self.device = torch.device(device)
+        self.num_envs, self.horizon = num_envs, horizon
+        self.config, self.device = dict(config or {}), torch.device(device)
 
     @abstractmethod
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor | TensorDict:
@@ -102,16 +95,13 @@ class Env(ABC):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output; a tensor is copied into the attribute's own
-        tensor where their shape and dtype match (else a copy on the env's device is set)."""
+        """Restore :meth:`state_dict`'s output (a tensor in place where shape and dtype match)."""
         for key, value in state.items():
             current = getattr(self, key, None)
             if not isinstance(value, torch.Tensor):
                 setattr(self, key, value)
-            elif (
-                isinstance(current, torch.Tensor) and not current.is_inference()
-                and (current.shape, current.dtype) == (value.shape, value.dtype)
-            ):
+            elif (isinstance(current, torch.Tensor) and not current.is_inference()
+                  and (current.shape, current.dtype) == (value.shape, value.dtype)):
                 current.copy_(value)
             else:
                 setattr(self, key, value.to(self.device, copy=True))
@@ -126,25 +116,21 @@ def is_plain(value: Any, leaves: tuple[type, ...] = ()) -> bool:
         return True
     if isinstance(value, (list, tuple)):
         return all(is_plain(v, leaves) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and is_plain(v, leaves) for k, v in value.items()
-    )
+    return isinstance(value, dict) and all(isinstance(k, str) and is_plain(v, leaves)
+                                           for k, v in value.items())
 
 
-def apply_env_config(
-    env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
-) -> dict[str, Any]:
+def apply_env_config(env_name: str, defaults: dict[str, Any], config: dict[str, Any] | None
+                     ) -> dict[str, Any]:
     """``config`` merged over ``defaults``; a key ``defaults`` lacks is an :class:`EnvConfigError`.
 
     Examples:
         >>> apply_env_config("Walk", {"speed": 1.0, "size": 2}, {"speed": 3.0})
         {'speed': 3.0, 'size': 2}
     """
-    unknown = sorted(set(config or {}) - set(defaults))
-    if unknown:
-        raise EnvConfigError(
-            f"{env_name} has no config parameter(s) {unknown}; valid: {sorted(defaults)}"
-        )
+    if unknown := sorted(set(config or {}) - set(defaults)):
+        raise EnvConfigError(f"{env_name} has no config parameter(s) {unknown};"
+                             f" valid: {sorted(defaults)}")
     return {**defaults, **(config or {})}
 
 
@@ -153,16 +139,12 @@ class _DummyEnv(Env):
 
     _discrete: ClassVar[bool]
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.observation_spec = Unbounded(1, device=self.device)
-        if self._discrete:
-            self.action_spec = Categorical(2, shape=[1], device=self.device)
-        else:
-            self.action_spec = Unbounded(1, device=self.device)
+        self.action_spec = (Categorical(2, shape=[1], device=self.device) if self._discrete
+                            else Unbounded(1, device=self.device))
         self.bounds = float(self.config.get("bounds", 100.0))
         self.state = torch.zeros(num_envs, 1, device=self.device)
 
@@ -175,11 +157,8 @@ class _DummyEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         self.state = self.state + (2 * action - 1 if self._discrete else action)
-        return TensorDict(
-            {DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        return TensorDict({DataKeys.OBS: self.state, DataKeys.REWARDS: -self.state.abs()},
+                          batch_size=[self.num_envs], device=self.device)
 
 
 class ContinuousDummyEnv(_DummyEnv):

@@ -1,7 +1,5 @@
-"""Ordinary Gymnasium environments as rl8lite envs, over Gymnasium's own vector envs.
-
-Gymnasium is an optional extra (``pip install rl8lite[gymnasium]``), imported on first use.
-"""
+"""Gymnasium envs as rl8lite envs, over Gymnasium's own vector envs (the optional
+``gymnasium`` extra, imported on first use)."""
 
 from __future__ import annotations
 
@@ -20,54 +18,42 @@ from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path
 from .base import Env, EnvConfigError, SubEnvError, apply_env_config, is_plain
 
-#: The classes :func:`gymnasium_env` made, by their options: equal calls give one class.
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
 
 
 def _first_seed(base: int | None, num_envs: int) -> int:
-    """Copy 0's seed: ``base`` (else drawn from torch's RNG) + the ``torchrun`` rank's offset."""
+    """Copy 0's seed: ``base`` (else drawn from torch's RNG) plus the rank's offset."""
     if base is None:
         base = int(torch.randint(0, 2**31 - 1, ()).item())
     return base + int(os.environ.get("RANK", "0")) * num_envs
 
 
 class GymnasiumEnv(Env):
-    """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env.
+    """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env,
+    autoresetting in the same step. The first reset seeds copy ``i`` with
+    ``seed + rank * num_envs + i`` (``rank``: ``RANK`` under ``torchrun``); later ones do not.
 
-    The copies autoreset in the same step: a finished copy's next first observation is in
-    ``"obs"``, its last one in ``"final_obs"``. The first reset seeds copy ``i`` with
-    ``seed + rank * num_envs + i`` (``seed`` drawn from torch's RNG if not given; ``rank``:
-    ``RANK`` under ``torchrun``); later resets do not reseed.
-
-    ``reset(config={...})`` sets values on every copy's unwrapped env; ``config=None`` restores
-    the env's own values under the constructor's ``config``. A key is a public attribute holding
-    plain data (see :attr:`default_config`) or a path into the unwrapped env, written in place
-    (``"model.body_mass[1]"``: a MuJoCo env's physics); what the env derived from it in
-    ``__init__`` is not recomputed. The copies' states live outside :meth:`state_dict`.
+    ``reset(config={...})`` sets, on every copy's unwrapped env, public plain-data attributes
+    (:attr:`default_config`) or paths in place (``"model.body_mass[1]"``); ``None`` restores the
+    constructor's ``config``. What the env derived from them in ``__init__`` is not recomputed.
     """
 
     restores_state: ClassVar[bool] = False
-    #: The options as plain data (``None`` where they are not: a factory no dotted path names).
+    #: The options as plain data (``None``: a factory no dotted path names), and as one string.
     reference: ClassVar[dict[str, Any] | None] = None
-    #: The options as one string, for tracking.
     label: ClassVar[str] = ""
-    #: The env id or the factory making one copy.
     source: ClassVar[str | Callable[..., Any]]
     vectorization_mode: ClassVar[str] = "sync"
     seed: ClassVar[int | None] = None
     make_kwargs: ClassVar[dict[str, Any]] = {}
     vector_kwargs: ClassVar[dict[str, Any]] = {}
-    #: Extra keywords for copy 0 (``render_mode``).
     render_kwargs: ClassVar[dict[str, Any]] = {}
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
-        from .gymnasium_copy import make_copy
+        from .gymnasium_copies import make_copy, make_vector_env
         from .gymnasium_spaces import action_mapping, observation_mapping
-        from .gymnasium_vector import make_vector_env
 
         self._next_seed: int | None = _first_seed(self.seed, num_envs)
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
@@ -81,7 +67,6 @@ class GymnasiumEnv(Env):
             self.observation_spec, self._convert = observation_mapping(space, self.device)
             space = self._vector.single_action_space
             self.action_spec, self._env_actions = action_mapping(space, self.device)
-            #: The unwrapped env's plain parameters as made: a config's plain keys.
             self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
             self.max_episode_steps = self.max_episode_steps or time_limit
             self._check_config(self.config)
@@ -122,22 +107,16 @@ class GymnasiumEnv(Env):
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
-        # The vector env's arrays are new each step: wrapped without copies.
-        return TensorDict(
-            {
-                DataKeys.OBS: obs,
-                DataKeys.REWARDS: self._on_device(rewards.astype(np.float32)).view(n, 1),
-                DataKeys.TERMINATED: self._on_device(terminated).view(n, 1),
-                DataKeys.TRUNCATED: self._on_device(truncated).view(n, 1),
-                DataKeys.FINAL_OBS: final_obs,
-            },
-            batch_size=[n],
-            device=self.device,
-        )
+        return TensorDict({
+            DataKeys.OBS: obs,
+            DataKeys.REWARDS: self._on_device(rewards.astype(np.float32)).view(n, 1),
+            DataKeys.TERMINATED: self._on_device(terminated).view(n, 1),
+            DataKeys.TRUNCATED: self._on_device(truncated).view(n, 1),
+            DataKeys.FINAL_OBS: final_obs,
+        }, batch_size=[n], device=self.device)
 
     def _on_device(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(array)
-        return tensor if self.device.type == "cpu" else tensor.to(self.device)
+        return torch.from_numpy(array).to(self.device)
 
     def _final_obs(self, batch: Any, obs: torch.Tensor | TensorDict, infos: dict[str, Any]) -> Any:
         """``obs`` with the finished copies' rows replaced by their last observations."""
@@ -157,14 +136,12 @@ class GymnasiumEnv(Env):
         return final_obs
 
     def render(self) -> np.ndarray:
-        """Copy 0's RGB frame, ``uint8`` ``[H, W, 3]``; ``NotImplementedError`` where copy 0
-        was made without ``render_mode="rgb_array"`` or its renderer is not installed."""
+        """Copy 0's RGB frame ``[H, W, 3]``; ``NotImplementedError`` without ``rgb_array``."""
         name, mode = type(self).__name__, self._vector.render_mode
         if mode != "rgb_array":
-            raise NotImplementedError(
-                f"{name}: copy 0 was made with render_mode={mode!r}; render() needs 'rgb_array'"
-                " (pass render_mode='rgb_array' to gymnasium_env, which gives it to copy 0 only)"
-            )
+            raise NotImplementedError(f"{name}: copy 0 was made with render_mode={mode!r};"
+                                      " render() needs 'rgb_array' (pass render_mode='rgb_array'"
+                                      " to gymnasium_env, which gives it to copy 0 only)")
         frame = self._run(self._vector.call, "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
@@ -184,12 +161,10 @@ class GymnasiumEnv(Env):
         self._close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The config in force (the copies' states are not saved)."""
-        return {"config": dict(self._applied)}
+        return {"config": dict(self._applied)}  # the copies' states are not saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
-        del state
         self._next_seed = _first_seed(None, self.num_envs)
 
     def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -204,30 +179,27 @@ class GymnasiumEnv(Env):
             self.close()
             raise
         except ValueError as e:  # a sync copy's observation that does not fit the batch?
-            from .gymnasium_vector import misfit_observations
+            from .gymnasium_copies import misfit_observations
 
-            misfits = misfit_observations(self._vector)
-            if misfits is None:
+            if (misfits := misfit_observations(self._vector)) is None:
                 raise
             self._failure = SubEnvError(misfits)
             self.close()
             raise self._failure from e
 
 
-def gymnasium_env(
-    env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
-    seed: int | None = None, vector_kwargs: dict[str, Any] | None = None, **make_kwargs: Any,
-) -> type[GymnasiumEnv]:
-    """A :class:`GymnasiumEnv` class stepping copies of ``env_id_or_factory``: an env id as
-    ``gymnasium.make`` takes it, or a callable returning one ``gymnasium.Env``, given
-    ``make_kwargs`` (for a factory, ``max_episode_steps`` adds a ``TimeLimit``). The class is
-    named after the id or the factory; equal calls return one class.
+def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_mode: str = "sync",
+                  seed: int | None = None, vector_kwargs: dict[str, Any] | None = None,
+                  **make_kwargs: Any) -> type[GymnasiumEnv]:
+    """A :class:`GymnasiumEnv` class stepping copies of ``env_id_or_factory`` (an env id for
+    ``gymnasium.make``, or a callable returning a ``gymnasium.Env``) made with ``make_kwargs``
+    (a factory's ``max_episode_steps`` adds a ``TimeLimit``), named after it; equal calls
+    return one class.
 
-    ``vectorization_mode`` is ``"sync"`` (every copy in this process) or ``"async"`` (a worker
-    process per copy); ``seed`` the first reset's base seed (default: drawn from torch's RNG);
-    ``vector_kwargs`` more keywords for the vector env. ``render_mode`` goes to copy 0 only
-    (``"rgb_array"`` where the env offers it). A keyword nothing takes is a ``TypeError``, an
-    unknown env id a ``ValueError``, a missing Gymnasium an ``ImportError``.
+    ``vectorization_mode``: ``"sync"`` (in this process) or ``"async"`` (a worker per copy);
+    ``seed``: the first reset's base seed (default: from torch's RNG); ``vector_kwargs``: for
+    the vector env. ``render_mode`` goes to copy 0 only (default ``"rgb_array"`` where offered).
+    A keyword nothing takes is a ``TypeError``, an unknown env id a ``ValueError``.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -243,17 +215,15 @@ def gymnasium_env(
         import gymnasium  # noqa: F401
     except ImportError as e:
         raise ImportError("gymnasium_env needs Gymnasium: pip install rl8lite[gymnasium]") from e
-    source = env_id_or_factory
-    if vectorization_mode not in ("sync", "async"):
-        raise ValueError(
-            f"vectorization_mode must be 'sync' or 'async', received {vectorization_mode!r}"
-        )
+    source, mode = env_id_or_factory, vectorization_mode
+    if mode not in ("sync", "async"):
+        raise ValueError(f"vectorization_mode must be 'sync' or 'async', received {mode!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
     if not isinstance(source, str) and not callable(source):
         raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    options, reference = _options(source, vectorization_mode, seed, vector_kwargs, make_kwargs)
+    options, reference = _options(source, mode, seed, vector_kwargs, make_kwargs)
     if reference is not None:
         key: Any = json.dumps(reference, sort_keys=True)
     else:  # the factory itself, where no path names it
@@ -264,21 +234,20 @@ def gymnasium_env(
             key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
-    from .gymnasium_copy import describe_source
-    from .gymnasium_vector import check_vector_kwargs
+    from .gymnasium_copies import check_vector_kwargs, describe_source
 
     name, max_episode_steps, renders = describe_source(source, make_kwargs)
-    check_vector_kwargs(vectorization_mode, vector_kwargs)
+    check_vector_kwargs(mode, vector_kwargs)
     if "render_mode" in make_kwargs:
         render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
     else:
         render_kwargs = {"render_mode": "rgb_array"} if renders else {}
     cls = type(name, (GymnasiumEnv,), {
         "__module__": __name__, "__qualname__": name,
-        "__doc__": f"{name} (Gymnasium), {vectorization_mode} vector env: see GymnasiumEnv.",
+        "__doc__": f"{name} (Gymnasium), {mode} vector env: see GymnasiumEnv.",
         "reference": reference, "label": repr(options),
         "source": staticmethod(source) if callable(source) else source,
-        "vectorization_mode": vectorization_mode, "seed": seed, "make_kwargs": make_kwargs,
+        "vectorization_mode": mode, "seed": seed, "make_kwargs": make_kwargs,
         "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
         "max_episode_steps": max_episode_steps,
     })
@@ -287,12 +256,10 @@ def gymnasium_env(
     return cls
 
 
-def _options(
-    source: str | Callable[..., Any], mode: str, seed: int | None,
-    vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The options (a factory named by its module and name), and again as the reference where
-    they are plain data and the factory's path imports back to it."""
+def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
+             vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any]
+             ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The options, and again as the reference where they are plain data naming the source."""
     if isinstance(source, str):
         options: dict[str, Any] = {"gymnasium": source}
         nameable = True

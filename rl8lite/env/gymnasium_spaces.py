@@ -36,16 +36,11 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-
-
-def observation_mapping(
-    space: spaces.Space, device: torch.device
-) -> tuple[Spec, ObservationConverter]:
-    """The spec of one copy's observations and the converter ``(batch, n) -> tensor`` of a
-    batch of them: ``Box`` (float64 as float32), ``Discrete`` and ``MultiDiscrete`` (as indices
-    from ``start``), ``MultiBinary``, and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
+def observation_mapping(space: spaces.Space, device: torch.device
+                        ) -> tuple[Spec, ObservationConverter]:
+    """The spec of one copy's observations and the converter ``(batch, n) -> tensor``: ``Box``
+    (float64 as float32), ``Discrete``/``MultiDiscrete`` (indices from ``start``), ``MultiBinary``,
+    and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
 
     Examples:
         >>> import torch
@@ -57,7 +52,8 @@ def observation_mapping(
         [[0], [2]]
     """
     if isinstance(space, spaces.Box):
-        dtype = torch.float32 if space.dtype == np.float64 else _torch_dtype(space.dtype)
+        dtype = torch.from_numpy(np.empty(0, dtype=space.dtype)).dtype
+        dtype = torch.float32 if dtype == torch.float64 else dtype
         if np.isneginf(space.low).all() and np.isposinf(space.high).all():
             spec: Spec = Unbounded(space.shape, device=device, dtype=dtype)
         else:
@@ -85,16 +81,15 @@ def observation_mapping(
             return TensorDict(entries, batch_size=[n], device=device)
 
         return composite, convert
-    raise UnsupportedSpaceError(
-        f"observation space {space} has no rl8lite spec: Box, Discrete, MultiDiscrete, MultiBinary,"
-        " and Dict/Tuple of them are supported (a gymnasium ObservationWrapper can offer one)"
-    )
+    raise UnsupportedSpaceError(f"observation space {space} has no rl8lite spec: Box, Discrete,"
+                                " MultiDiscrete, MultiBinary, and Dict/Tuple of them are supported"
+                                " (a gymnasium ObservationWrapper can offer one)")
 
 
 def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ActionConverter]:
-    """The action spec the policy samples and the converter of a batch of actions for the env:
-    ``Discrete`` (the env gets ``a + start``) and float ``Box`` (``Unbounded`` where float32
-    cannot span the bounds; the env gets the action clipped to them).
+    """The action spec the policy samples and the converter of its actions for the env:
+    ``Discrete`` (``a + start``) and float ``Box`` (clipped; ``Unbounded`` where float32 cannot
+    span the bounds).
 
     Examples:
         >>> import torch
@@ -121,7 +116,6 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
             return np.clip(actions.detach().cpu().numpy(), low, high).astype(dtype, copy=False)
 
         return spec, clipped
-    raise UnsupportedSpaceError(
-        f"action space {space} cannot be served by an rl8lite policy, which samples Discrete or"
-        " float Box actions (a gymnasium ActionWrapper can offer one)"
-    )
+    raise UnsupportedSpaceError(f"action space {space} cannot be served by an rl8lite policy,"
+                                " which samples Discrete or float Box actions (a gymnasium"
+                                " ActionWrapper can offer one)")

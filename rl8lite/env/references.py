@@ -1,7 +1,6 @@
-"""How configs and checkpoints name an env class: its dotted path (``"package.module.Name"``),
-or the options :func:`~rl8lite.env.gymnasium_env` made it from: ``"gymnasium:Acrobot-v1"``, or
-``{"gymnasium": "Acrobot-v1", ...}`` (``{"gymnasium_factory": "package.module.function", ...}``).
-"""
+"""How configs and checkpoints name an env class: its dotted path, or the options
+:func:`~rl8lite.env.gymnasium_env` made it from (``"gymnasium:Acrobot-v1"``,
+``{"gymnasium": "Acrobot-v1", ...}``, ``{"gymnasium_factory": "package.module.function", ...}``)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ GYMNASIUM_PREFIX = "gymnasium:"
 
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
-    """The name :func:`import_env_class` imports ``env_cls`` back from; an ``ImportError`` where
-    there is none (a class in a function or ``__main__``, a Gymnasium env made from such a
-    factory or with options that are not plain data).
+    """The name :func:`import_env_class` imports ``env_cls`` back from (an ``ImportError``
+    where there is none).
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv, gymnasium_env
@@ -28,11 +26,10 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     """
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
-            raise ImportError(
-                f"the Gymnasium env class {env_cls.__name__} cannot be named in a config or"
-                " checkpoint: make it with an env id or a module-level factory, and make keywords"
-                " that are numbers, strings, lists or dicts"
-            )
+            raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
+                              " config or checkpoint: make it with an env id or a module-level"
+                              " factory, and make keywords that are numbers, strings, lists or"
+                              " dicts")
         return dict(env_cls.reference)
     return dotted_path(env_cls)
 
@@ -51,11 +48,8 @@ def env_label(env_cls: type) -> str:
 
 
 def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
-    """The env class ``reference`` names (see the module docstring).
-
-    Raises:
-        ImportError: A dotted path that does not import, or Gymnasium is missing.
-        TypeError: A mapping without exactly one of ``"gymnasium"`` and ``"gymnasium_factory"``.
+    """The env class ``reference`` names (see the module docstring): an ``ImportError`` where
+    none imports, a ``TypeError`` for a mapping without one ``"gymnasium"``/``"gymnasium_factory"``.
 
     Examples:
         >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
@@ -71,10 +65,9 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     options = dict(reference)
     kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
     if len(kinds) != 1:
-        raise TypeError(
-            "a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id) and"
-            f" 'gymnasium_factory' (a factory's dotted path), received keys {sorted(options)}"
-        )
+        raise TypeError("a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id)"
+                        " and 'gymnasium_factory' (a factory's dotted path), received keys"
+                        f" {sorted(options)}")
     source = options.pop(kinds[0])
     if kinds[0] == "gymnasium_factory":
         source = import_dotted_path(source, what="gymnasium_factory")

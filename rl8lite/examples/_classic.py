@@ -25,10 +25,8 @@ class ClassicControl(Env):
     #: The env's parameters, overridden by ``config=`` and ``reset(config={...})``.
     defaults: ClassVar[dict[str, Any]]
 
-    def __init__(
-        self, num_envs: int, /, horizon: int | None = None, *,
-        config: dict[str, Any] | None = None, device: Device = "cpu",
-    ) -> None:
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *,
+                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.params = apply_env_config(type(self).__name__, self.defaults, self.config)
         self.observation_spec, self.action_spec = self._specs()
@@ -64,17 +62,13 @@ class ClassicControl(Env):
         done = terminated | truncated
         torch.where(done, self._initial_states(), self.state, out=self.state)
         self.elapsed.masked_fill_(done, 0)
-        return TensorDict(
-            {
-                DataKeys.OBS: self._observe(self.state),
-                DataKeys.FINAL_OBS: final_obs,
-                DataKeys.REWARDS: rewards.float(),
-                DataKeys.TERMINATED: terminated,
-                DataKeys.TRUNCATED: truncated,
-            },
-            batch_size=[self.num_envs],
-            device=self.device,
-        )
+        return TensorDict({
+            DataKeys.OBS: self._observe(self.state),
+            DataKeys.FINAL_OBS: final_obs,
+            DataKeys.REWARDS: rewards.float(),
+            DataKeys.TERMINATED: terminated,
+            DataKeys.TRUNCATED: truncated,
+        }, batch_size=[self.num_envs], device=self.device)
 
 
 class Canvas:

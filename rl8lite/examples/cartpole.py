@@ -13,10 +13,8 @@ from ..specs import Categorical, Spec, Unbounded
 from ._classic import Canvas, ClassicControl
 
 DEFAULTS: dict[str, Any] = {
-    "gravity": 9.8, "cart_mass": 1.0, "pole_mass": 0.1,
-    "length": 0.5,  # half the pole's length
-    "force_mag": 10.0,
-    "tau": 0.02,  # seconds between state updates
+    "gravity": 9.8, "cart_mass": 1.0, "pole_mass": 0.1, "length": 0.5,  # half the pole's length
+    "force_mag": 10.0, "tau": 0.02,  # seconds between state updates
     "kinematics_integrator": "euler",  # or "semi-implicit euler"
     "theta_threshold": 12 * 2 * math.pi / 360, "x_threshold": 2.4, "max_episode_steps": 500,
 }
@@ -30,7 +28,6 @@ class CartPole(ClassicControl):
     truncated after 500 steps. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import CartPole
         >>> env = CartPole(4)
         >>> env.reset(config={"length": 1.0}).shape
@@ -78,9 +75,8 @@ class CartPole(ClassicControl):
 
     def render(self) -> np.ndarray:
         """An RGB ``uint8`` frame ``[400, 600, 3]`` of copy 0: the track, the cart and the pole."""
-        p = self.params
+        p, canvas = self.params, Canvas(600, 400)
         x, _, theta, _ = self.state[0].tolist()
-        canvas = Canvas(600, 400)
         scale = 600 / (2 * p["x_threshold"])
         cart_x, cart_y = 300 + x * scale, 100.0
         canvas.line((0, cart_y - 15), (600, cart_y - 15), 1, (0, 0, 0))

@@ -4,52 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-#: CartPole (mean return 475). Small tanh MLPs and many small, fast Adam steps at a high
-#: learning rate; the env resets every 16 collects, so whole episodes end within a cycle.
+#: CartPole (mean return 475): small tanh MLPs and many small, fast Adam steps at a high
+#: learning rate.
 CARTPOLE: dict[str, Any] = {
-    "num_envs": 32,
-    "horizon": 32,
-    "gamma": 0.995,
-    "gae_lambda": 0.95,
-    "sgd_minibatch_size": 512,
-    "num_sgd_iters": 8,
-    "max_grad_norm": None,
-    "optimizer_config": {"lr": 1e-2, "fused": True},
-    "model_config": {"hiddens": [32, 32]},
+    "num_envs": 32, "horizon": 32, "gamma": 0.995, "gae_lambda": 0.95,
+    "sgd_minibatch_size": 512, "num_sgd_iters": 8, "max_grad_norm": None,
+    "optimizer_config": {"lr": 1e-2, "fused": True}, "model_config": {"hiddens": [32, 32]},
 }
 
-#: Gymnasium's Acrobot-v1 through ``rl8lite.env.gymnasium_env("Acrobot-v1")`` (mean return
-#: -100); the env resets every 8 collects, room for one whole 500-step episode.
+#: Acrobot-v1 through ``rl8lite.env.gymnasium_env("Acrobot-v1")`` (mean return -100).
 ACROBOT: dict[str, Any] = {
-    "num_envs": 16,
-    "horizon": 64,
-    "gamma": 0.99,
-    "gae_lambda": 0.94,
-    "sgd_minibatch_size": 256,
-    "num_sgd_iters": 4,
-    "optimizer_config": {"lr": 3e-3, "fused": True},
-    "model_config": {"hiddens": [64, 64]},
+    "num_envs": 16, "horizon": 64, "gamma": 0.99, "gae_lambda": 0.94,
+    "sgd_minibatch_size": 256, "num_sgd_iters": 4,
+    "optimizer_config": {"lr": 3e-3, "fused": True}, "model_config": {"hiddens": [64, 64]},
 }
 
 #: Pendulum (mean return -200). The horizon is one whole 200-step episode, so the reward scale
 #: sees every episode phase in each collect; ReLU MLPs learn this env faster than tanh ones.
 PENDULUM: dict[str, Any] = {
-    "num_envs": 32,
-    "horizon": 200,
-    "gamma": 0.95,
-    "gae_lambda": 0.95,
-    "clip_param": 0.3,
-    "sgd_minibatch_size": 800,
-    "num_sgd_iters": 5,
-    "optimizer_config": {"lr": 3e-3, "fused": True},
-    "model_config": {"activation": "relu"},
+    "num_envs": 32, "horizon": 200, "gamma": 0.95, "gae_lambda": 0.95, "clip_param": 0.3,
+    "sgd_minibatch_size": 800, "num_sgd_iters": 5,
+    "optimizer_config": {"lr": 3e-3, "fused": True}, "model_config": {"activation": "relu"},
 }
 
 #: rl8's own CartPole example (``benchmarks/rl8_cartpole.py``: infinite horizon, reward minus
 #: the state errors) at rl8's horizon and reset rule, so ``returns/mean`` means the same as rl8's.
 RL8_CARTPOLE: dict[str, Any] = {
-    **CARTPOLE,
-    "horizon": 64,
-    "horizons_per_env_reset": 1,
-    "gamma": 0.95,
+    **CARTPOLE, "horizon": 64, "horizons_per_env_reset": 1, "gamma": 0.95,
 }

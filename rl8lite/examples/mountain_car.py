@@ -1,5 +1,5 @@
-"""Batched MountainCar with Gymnasium ``MountainCar-v0``'s and ``MountainCarContinuous-v0``'s
-dynamics, rewards and episode rules."""
+"""Batched MountainCar with the dynamics, rewards and episode rules of Gymnasium's
+``MountainCar-v0`` and ``MountainCarContinuous-v0``."""
 
 from __future__ import annotations
 
@@ -49,9 +49,7 @@ class _MountainCar(ClassicControl):
 
     def render(self) -> np.ndarray:
         """An RGB ``uint8`` frame ``[400, 600, 3]`` of copy 0: the hills, the flag and the car."""
-        p = self.params
-        position = float(self.state[0, 0])
-        canvas = Canvas(600, 400)
+        p, position, canvas = self.params, float(self.state[0, 0]), Canvas(600, 400)
         low, high = p["min_position"], p["max_position"]
         scale = 600 / (high - low)
 
@@ -85,7 +83,6 @@ class MountainCar(_MountainCar):
     200 steps. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import MountainCar
         >>> env = MountainCar(4)
         >>> env.reset(config={"force_mag": 0.002}).shape
@@ -116,7 +113,6 @@ class MountainCarContinuous(_MountainCar):
     Parameters: ``CONTINUOUS_DEFAULTS`` (Gymnasium's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import MountainCarContinuous
         >>> env = MountainCarContinuous(4)
         >>> env.reset(config={"power": 0.002}).shape

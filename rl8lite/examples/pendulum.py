@@ -22,13 +22,11 @@ class Pendulum(ClassicControl):
     """Swing a pendulum up and hold it: ``N`` copies, each resetting itself when truncated.
 
     Observation ``[cos(theta), sin(theta), theta_dot]`` (``theta = 0`` is upright); action the
-    torque, clipped to ``±max_torque``; reward
-    ``-(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 torque^2)``. Episodes never
-    terminate and are truncated after 200 steps. Parameters: ``DEFAULTS`` (rl8's names); the
-    action spec's bounds follow the constructor's ``max_torque``.
+    torque, clipped to ``±max_torque`` (the action spec's bounds: the constructor's); reward
+    ``-(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 torque^2)``; truncated after 200
+    steps, never terminated. Parameters: ``DEFAULTS`` (rl8's names).
 
     Examples:
-        >>> import torch
         >>> from rl8lite.examples import Pendulum
         >>> env = Pendulum(4)
         >>> env.reset(config={"g": 9.81}).shape
@@ -67,14 +65,12 @@ class Pendulum(ClassicControl):
         new_theta_dot = theta_dot + (3 * g / (2 * l) * theta.sin() + 3.0 / (m * l**2) * u) * dt
         new_theta_dot = new_theta_dot.clamp(-p["max_speed"], p["max_speed"])
         terminated = torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)
-        return self._transition(
-            (theta + new_theta_dot * dt, new_theta_dot), -costs[:, None], terminated
-        )
+        state = (theta + new_theta_dot * dt, new_theta_dot)
+        return self._transition(state, -costs[:, None], terminated)
 
     def render(self) -> np.ndarray:
         """An RGB ``uint8`` frame ``[500, 500, 3]`` of copy 0: the pivot and the rod."""
-        theta = float(self.state[0, 0])
-        canvas = Canvas(500, 500)
+        theta, canvas = float(self.state[0, 0]), Canvas(500, 500)
         scale = 500 / (2 * 2.2)
         rod = scale * min(float(self.params["l"]), 2.0)
         tip = (250 + rod * -math.sin(theta), 250 + rod * math.cos(theta))

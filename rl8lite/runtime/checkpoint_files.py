@@ -1,7 +1,5 @@
-"""Checkpoint files: written atomically, read with ``torch.load(weights_only=True)``; the global
-random streams they save, and seeding them. A checkpoint holds tensors and plain values only
-(classes as dotted paths), so loading one never unpickles an arbitrary object.
-"""
+"""Checkpoint files, written atomically and holding tensors and plain values only (read with
+``torch.load(weights_only=True)``), and the global random streams they save."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from .imports import dotted_path
 
 FORMAT = "rl8lite-checkpoint"
 VERSION = 1
-#: The file in a run's checkpoint folder that names the checkpoint written last.
 LATEST = "latest"
 
 
@@ -29,9 +26,8 @@ class CheckpointError(ValueError):
 
 
 def to_plain(value: Any, where: str) -> Any:
-    """``value`` as data ``torch.load(weights_only=True)`` reads back (numbers, strings, tensors,
-    lists/tuples/dicts of them, classes as dotted paths), else a :class:`CheckpointError`
-    naming ``where`` (the config key)."""
+    """``value`` as data ``torch.load(weights_only=True)`` reads back (classes as dotted paths),
+    else a :class:`CheckpointError` naming ``where``."""
     if isinstance(value, np.generic):  # first: np.float64 is also a Python float
         return value.item()
     if isinstance(value, (bool, int, float, str, type(None), torch.Tensor)):
@@ -42,10 +38,9 @@ def to_plain(value: Any, where: str) -> Any:
         return type(value)(to_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
     if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
         return {k: to_plain(v, f"{where}.{k}") for k, v in value.items()}
-    raise CheckpointError(
-        f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold numbers, strings,"
-        " tensors and lists/dicts of them (classes as dotted paths); pass plain values in configs"
-    )
+    raise CheckpointError(f"cannot checkpoint {where} = {repr(value)[:120]}: checkpoints hold"
+                          " numbers, strings, tensors and lists/dicts of them (classes as dotted"
+                          " paths); pass plain values in configs")
 
 
 def seed_everything(seed: int) -> None:
@@ -82,8 +77,8 @@ def restore_rng(state: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def _replacing(path: Path) -> Iterator[BinaryIO]:
-    """A file beside ``path``, fsynced and renamed over it (atomic on POSIX), the folder fsynced:
-    a crash at any instant leaves the old file or the new one."""
+    """A file beside ``path``, fsynced and renamed over it, the folder fsynced: a crash at any
+    instant leaves the old file or the new one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -110,24 +105,22 @@ def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
 
 
 def rank_file(path: str | os.PathLike[str], rank: int) -> Path:
-    """The file rank ``rank`` writes for checkpoint ``path``: ``path`` itself for rank 0,
-    ``<stem>.rank<rank><suffix>`` beside it for the others."""
+    """Rank ``rank``'s file of checkpoint ``path``: ``path`` for rank 0, else
+    ``<stem>.rank<rank><suffix>``."""
     path = Path(path)
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
 def numbered_checkpoints(folder: str | os.PathLike[str], rank: int = 0) -> list[tuple[int, Path]]:
-    """``folder``'s checkpoints of ``rank`` (``checkpoint-<env steps>.pt``, or its
-    :func:`rank_file`) as ``(env steps, path)``, fewest first."""
+    """``folder``'s checkpoints of ``rank`` as ``(env steps, path)``, fewest first."""
     pattern = re.compile(r"checkpoint-(\d+)" + (rf"\.rank{rank}" if rank else "") + r"\.pt")
     paths = Path(folder).glob("checkpoint-*.pt")
     return sorted((int(m.group(1)), p) for p in paths if (m := pattern.fullmatch(p.name)))
 
 
 def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
-    """Record ``target`` in ``<folder>/latest`` (replaced atomically; a plain file, which any
-    filesystem has): its name when it is in ``folder`` (which can move), else its absolute
-    path. Return that file."""
+    """Record ``target`` in the plain file ``<folder>/latest`` (atomically): its name when it is
+    in ``folder`` (which can move), else its absolute path. Return that file."""
     folder, target = Path(folder), Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())

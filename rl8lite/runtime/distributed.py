@@ -1,9 +1,6 @@
-"""Data-parallel training processes (``torchrun``): the process group, collectives, failures.
-
-A rank that fails posts its error to the job's store and closes its process group, so the
-other ranks' next collective raises a :class:`DistributedError` naming it; a watchdog ends
-a rank still blocked (NCCL does not see a dead peer) ``grace_s`` after a failure is posted.
-"""
+"""Data-parallel training processes (``torchrun``): the process group, collectives, and failures
+(a failing rank posts its error to the job's store, so the others' next collective raises a
+:class:`DistributedError` naming it; a watchdog ends a rank still blocked in NCCL)."""
 
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-#: Store key under which the first failing rank posts ``"<rank>\n<error>"``.
 FAILURE_KEY = "rl8lite/failure"
 
 
@@ -30,24 +26,17 @@ class DistributedError(RuntimeError):
 
 
 class Ranks:
-    """This process's place among the training processes, and the collectives between them.
-
-    Collectives take float tensors and reduce in place; on a single process they do nothing.
-
-    Attributes:
-        rank: Global rank (0 on a single process).
-        world_size: Number of processes.
-        local_rank: Rank on this machine.
-        collective_seconds: Wall time spent in collectives so far (for benchmarks).
-    """
+    """This process's ``rank`` among ``world_size`` processes (``local_rank`` on its machine),
+    and the collectives between them (no-ops on a single process; ``collective_seconds``: their
+    wall time so far)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> None:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.collective_seconds = 0.0
         #: Called with the message when the watchdog ends this process (rank 0 ends its run).
         self.on_peer_failure: list[Callable[[str], None]] = []
-        self._failed = False  # this rank posted a failure
-        self._noticed = False  # this rank raised because of another rank's failure
+        # this rank posted a failure / raised because of another rank's failure
+        self._failed = self._noticed = False
 
     @property
     def distributed(self) -> bool:
@@ -55,7 +44,7 @@ class Ranks:
 
     @property
     def is_main(self) -> bool:
-        """Whether this is rank 0, the one that talks to MLflow and prints."""
+        """Whether this is rank 0, which talks to MLflow and prints."""
         return self.rank == 0
 
     def all_reduce_(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
@@ -68,8 +57,8 @@ class Ranks:
     def sum(self, values: Sequence[float | torch.Tensor], device: torch.device | str = "cpu"
             ) -> torch.Tensor:
         """The float64 sums over ranks of ``values`` (one collective)."""
-        return self.all_reduce_(torch.stack(
-            [torch.as_tensor(v, dtype=torch.float64, device=device) for v in values]))
+        values = [torch.as_tensor(v, dtype=torch.float64, device=device) for v in values]
+        return self.all_reduce_(torch.stack(values))
 
     def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         if self.distributed:
@@ -92,8 +81,8 @@ class Ranks:
         return box[0]
 
     def agree(self, flags: Sequence[float]) -> list[float]:
-        """The largest value of each flag over all ranks: a decision taken on any rank
-        (a stop condition, a signal) takes effect on every rank at the same step."""
+        """The largest value of each flag over all ranks: a decision taken on any rank (a stop,
+        a signal) takes effect on every rank at the same step."""
         values = torch.tensor([float(f) for f in flags], dtype=torch.float64)
         return self.all_reduce_(values, "max").tolist()
 
@@ -128,14 +117,15 @@ class Ranks:
         except BaseException as e:
             if self.distributed and not self._failed:
                 self._failed = True
-                _post_failure(self.rank, f"{type(e).__name__}: {e}")
+                with contextlib.suppress(Exception):
+                    _store().compare_set(FAILURE_KEY, "", f"{self.rank}\n{type(e).__name__}: {e}")
                 with contextlib.suppress(Exception):
                     dist.destroy_process_group()
             raise
 
     def _watch_failures(self, grace_s: float = 10.0, poll_s: float = 0.5) -> None:
-        """End this process when another rank posted a failure that this one has not noticed
-        within ``grace_s`` (blocked in a collective that does not see a dead peer)."""
+        """End this process when it has not noticed another rank's posted failure within
+        ``grace_s`` (blocked in a collective that does not see a dead peer)."""
         while dist.is_initialized():
             posted = _read_failure(timeout_s=0.0)
             if posted is not None and posted[0] != self.rank:
@@ -150,8 +140,8 @@ class Ranks:
             time.sleep(poll_s)
 
     def _leave_group(self) -> None:
-        """At exit, wait for every rank, then close the group: a rank that closed its
-        connections while a peer still used them would make the peer's gloo abort."""
+        """At exit, wait for every rank, then close the group (closing connections a peer still
+        uses makes its gloo abort)."""
         if not dist.is_initialized():
             return
         if not (self._failed or self._noticed):
@@ -177,11 +167,6 @@ def _store() -> Any:
         return None
 
 
-def _post_failure(rank: int, message: str) -> None:
-    with contextlib.suppress(Exception):
-        _store().compare_set(FAILURE_KEY, "", f"{rank}\n{message}")
-
-
 def _read_failure(timeout_s: float) -> tuple[int, str] | None:
     """The ``(rank, error)`` a rank posted, waited for up to ``timeout_s``; ``None`` if none."""
     store, deadline = _store(), time.monotonic() + timeout_s
@@ -197,8 +182,7 @@ def _read_failure(timeout_s: float) -> tuple[int, str] | None:
 
 
 def process_rank() -> tuple[int, int, int]:
-    """``(rank, world size, local rank)``: the process group's when one is initialised, else
-    torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), else one process."""
+    """``(rank, world size, local rank)``: the process group's, else torchrun's variables."""
     local = int(os.environ.get("LOCAL_RANK", "0") or 0)
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), local
@@ -206,8 +190,8 @@ def process_rank() -> tuple[int, int, int]:
 
 
 def resolve_device(setting: Any) -> torch.device:
-    """``setting`` as a torch device (``"auto"``: CUDA when available, else CPU); a
-    ``ValueError`` for an invalid device, or CUDA where there is none."""
+    """``setting`` as a torch device (``"auto"``: CUDA when available); a ``ValueError`` for an
+    invalid device or missing CUDA."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -220,8 +204,8 @@ def resolve_device(setting: Any) -> torch.device:
 
 
 def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.device:
-    """The device of this rank: ``"auto"`` and ``"cuda"`` become ``cuda:LOCAL_RANK`` (when
-    CUDA is available); any other CUDA index is an error naming both."""
+    """This rank's device: ``"auto"`` and ``"cuda"`` become ``cuda:LOCAL_RANK`` (where CUDA is
+    available); another CUDA index is an error."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda", local_rank) if cuda_available else torch.device("cpu")
     device = torch.device(setting)
@@ -229,22 +213,18 @@ def rank_device(setting: Any, local_rank: int, cuda_available: bool) -> torch.de
         if device.index is None:
             return torch.device("cuda", local_rank)
         if device.index != local_rank:
-            raise DistributedError(
-                f"device={str(setting)!r} on the process with LOCAL_RANK={local_rank}: each"
-                " process trains on cuda:LOCAL_RANK; pass device='cuda' (or 'auto') to use"
-                f" cuda:{local_rank}"
-            )
+            raise DistributedError(f"device={str(setting)!r} on the process with LOCAL_RANK="
+                                   f"{local_rank}: each process trains on cuda:LOCAL_RANK; pass"
+                                   f" device='cuda' (or 'auto') to use cuda:{local_rank}")
     return device
 
 
 def check_backend(backend: str, device: torch.device) -> None:
     """NCCL needs CUDA tensors; gloo on GPUs works but copies through the host."""
     if backend == "nccl" and device.type != "cuda":
-        raise DistributedError(
-            "the process group uses the NCCL backend, which needs CUDA devices, but this rank"
-            f" trains on {device}: use the gloo backend on CPUs (rl8lite picks it when it starts"
-            " the group)"
-        )
+        raise DistributedError("the process group uses the NCCL backend, which needs CUDA"
+                               f" devices, but this rank trains on {device}: use the gloo backend"
+                               " on CPUs (rl8lite picks it when it starts the group)")
     if backend == "gloo" and device.type == "cuda":
         warnings.warn("the process group uses gloo while training on CUDA: gradients go through"
                       " the host; NCCL is faster", RuntimeWarning, stacklevel=3)
@@ -252,10 +232,8 @@ def check_backend(backend: str, device: torch.device) -> None:
 
 def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0
                        ) -> tuple[Ranks, torch.device]:
-    """This process's :class:`Ranks` and device: joins (starting it when needed) the default
-    process group when ``torchrun``'s variables ask for several processes or one was started
-    (gloo on CPUs, NCCL on GPUs), else a single process. See :func:`rank_device` and
-    :func:`check_backend` for the errors it raises."""
+    """This process's :class:`Ranks` and device, joining the default process group where one is
+    initialised or ``torchrun`` asks for several processes (starting it: gloo or NCCL)."""
     _, world_size, local_rank = process_rank()
     if not dist.is_available() or not (dist.is_initialized() or world_size > 1):
         return Ranks(), resolve_device(device_setting)

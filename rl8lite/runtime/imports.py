@@ -36,18 +36,17 @@ def qualified_name(obj: Any) -> str:
 
 
 def dotted_path(cls: type) -> str:
-    """``"module.QualName"`` of a class; refuses classes that cannot be imported back."""
+    """``"module.QualName"`` of a class or function; an ``ImportError`` where it does not import
+    back (defined in a function or ``__main__``)."""
     if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
         raise ImportError(f"{cls.__qualname__} (in {cls.__module__}) cannot be imported by dotted"
                           " path; define it at module level in an importable module")
-    return f"{cls.__module__}.{cls.__qualname__}"  # of the object itself (a class or a factory)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
-    """The object named ``"package.module.Name"`` or ``"package.module:Name"``.
-
-    Raises:
-        ImportError: The module cannot be imported or lacks the name (naming ``what``).
+    """The object named ``"package.module.Name"`` or ``"package.module:Name"`` (modules in
+    :data:`MOVED_MODULES` under their new names); an ``ImportError`` naming ``what`` if none.
 
     Examples:
         >>> import_dotted_path("rl8lite.env.DiscreteDummyEnv").__name__
@@ -59,7 +58,8 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
     if not dotted or "." not in path.replace(":", "."):
         raise ImportError(f"{what} {path!r} is not a dotted path (expected 'package.module.Name'"
                           " or 'package.module:Name')")
-    located = _moved(path)
+    located = next((new + path[len(old):] for old, new in MOVED_MODULES.items()
+                    if path.startswith((f"{old}.", f"{old}:"))), path)
     if ":" in located:
         module_name, attributes = located.split(":")
         candidates = [(module_name, attributes.split("."))]
@@ -87,11 +87,3 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
                 raise ImportError(f"cannot import {what} {path!r}: {reason}") from None
         return obj
     raise ImportError(f"cannot import {what} {path!r}: {missing}")
-
-
-def _moved(path: str) -> str:
-    """``path`` with a module that moved (:data:`MOVED_MODULES`) replaced by its new name."""
-    for old, new in MOVED_MODULES.items():
-        if path.startswith((f"{old}.", f"{old}:")):
-            return new + path[len(old):]
-    return path

@@ -1,5 +1,5 @@
-"""Memory: bytes held by tensors and optimizers, the device's totals, and (asked for) glibc's
-malloc kept from returning freed memory."""
+"""Memory: bytes held by tensors and optimizers, the device's totals, and glibc's malloc kept
+from returning freed memory (when asked)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ from collections.abc import Iterable
 
 import torch
 
-# mallopt parameters (glibc's malloc.h).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-#: Blocks up to this size come from malloc's heap (glibc's maximum on 64-bit).
-MMAP_THRESHOLD = 32 * 2**20
-#: Freed heap memory malloc keeps for reuse before it returns any to the OS.
-TRIM_THRESHOLD = 2**30
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc's malloc.h)
+#: Blocks up to this size come from malloc's heap (glibc's maximum on 64-bit); freed heap
+#: memory up to TRIM_THRESHOLD is kept for reuse.
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 * 2**20, 2**30
 _applied = False
 
 
@@ -32,7 +29,7 @@ def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 
 def device_memory(device: torch.device) -> dict[str, float]:
-    """``memory/free``, ``memory/total`` (bytes) and ``memory/percent`` used, of the device."""
+    """The device's ``memory/free``, ``memory/total`` (bytes) and ``memory/percent`` used."""
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
     else:
@@ -49,8 +46,7 @@ def device_memory(device: torch.device) -> dict[str, float]:
 
 
 def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
-    """The environment variables that tune glibc malloc (``MALLOC_*``, malloc tunables in
-    ``GLIBC_TUNABLES``), by name: where any is set, the user's choice stands."""
+    """The environment variables set that tune glibc malloc (``MALLOC_*``, ``GLIBC_TUNABLES``)."""
     environ = dict(os.environ) if environ is None else environ
     names = [name for name in environ if name.startswith("MALLOC_")]
     if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
@@ -59,9 +55,8 @@ def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
 
 
 def keep_freed_memory() -> bool:
-    """Apply :data:`MMAP_THRESHOLD` and :data:`TRIM_THRESHOLD` once per process; return
-    whether they are in effect (never off Linux, without glibc, or with
-    :func:`user_malloc_settings`)."""
+    """Apply :data:`MMAP_THRESHOLD` and :data:`TRIM_THRESHOLD` once per process; return whether
+    they are in effect (never off Linux, without glibc, or with :func:`user_malloc_settings`)."""
     global _applied
     if not sys.platform.startswith("linux") or user_malloc_settings():
         return False

@@ -14,12 +14,8 @@ if TYPE_CHECKING:
 
 
 class SignalRequests:
-    """Context manager installing the handlers (main thread only) and recording requests.
-
-    Attributes:
-        stop: ``signal.SIGINT`` or ``signal.SIGTERM`` once one arrived, else ``None``.
-        checkpoint: ``True`` once SIGUSR1 arrived (cleared by the loop).
-    """
+    """Context manager installing the handlers (main thread only) and recording requests:
+    ``stop`` (``SIGINT`` or ``SIGTERM`` once one arrived) and ``checkpoint`` (SIGUSR1)."""
 
     def __init__(self) -> None:
         self.stop: int | None = None

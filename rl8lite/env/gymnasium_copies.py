@@ -1,20 +1,27 @@
-"""One copy of a Gymnasium env: how it is made, and the wrapper that names it in its exceptions,
-sets and restores its config, and renders for copy 0 only."""
+"""The copies behind :class:`~rl8lite.env.GymnasiumEnv`: how each is made and wrapped (config,
+rendering, errors naming it), and the vector envs that run them in this process or in workers."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import importlib
 import inspect
 import re
+import signal
+import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium
 import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState, _async_worker
+from gymnasium.vector.utils import concatenate, create_empty_array
 
 from .base import SubEnvError
 
@@ -22,6 +29,7 @@ _GYMNASIUM_ENV_ATTRIBUTES = frozenset(dir(gymnasium.Env))
 _CLASS_ATTRIBUTE = object()  # the original of a config key that was a class attribute
 _PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*|\[[^\]]+\])*")
 _STEP = re.compile(r"\.?([A-Za-z_]\w*)|\[([^\]]+)\]")
+_SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
 def describe_failure(index: int, call: str, error: BaseException) -> str:
@@ -62,7 +70,8 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 
 class CopyWrapper(gymnasium.Wrapper):
-    """Copy ``index`` of a vector env (see the module docstring)."""
+    """Copy ``index`` of a vector env: its exceptions name it, and it sets, restores and
+    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)
@@ -190,9 +199,19 @@ def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: i
     return CopyWrapper(env, index)
 
 
-def describe_source(
-    source: str | Callable[..., Any], make_kwargs: dict[str, Any]
-) -> tuple[str, int | None, bool]:
+def _keywords(fn: Callable[..., Any]) -> set[str] | None:
+    """The keywords ``fn`` takes, or ``None`` where it takes any (or has no signature)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} - {"self"}
+
+
+def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any]
+                    ) -> tuple[str, int | None, bool]:
     """The class name, the longest episode (where known without a copy) and whether copy 0
     can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
     a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
@@ -200,10 +219,7 @@ def describe_source(
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
         creator, also, owner = source, {"max_episode_steps"}, f"the factory {name}"
-        try:
-            takes_render_mode = "render_mode" in inspect.signature(source).parameters
-        except (TypeError, ValueError):
-            takes_render_mode = False
+        takes_render_mode = "render_mode" in (_keywords(source) or ())
         fallback_modes: tuple[str, ...] = ("rgb_array",)  # unless its metadata says otherwise
     else:
         module, _, name = source.rpartition(":")
@@ -221,29 +237,162 @@ def describe_source(
         takes_render_mode, fallback_modes = True, ()
         if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
             steps = spec.max_episode_steps
-    _check_make_kwargs(make_kwargs, creator, also, owner)
+    accepted = _keywords(creator)
+    unknown = sorted(set(make_kwargs) - (accepted or set()) - also - {"render_mode"})
+    if accepted is not None and unknown:  # an error now, not a failure of every copy later
+        raise TypeError(f"{owner} takes no keyword {', '.join(map(repr, unknown))};"
+                        f" it takes {sorted(accepted | also)}")
     metadata = getattr(creator, "metadata", None)
     modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else fallback_modes
     steps = steps if steps is None or steps > 0 else None  # -1: no limit
     return name, steps, takes_render_mode and "rgb_array" in modes
 
 
-def _check_make_kwargs(
-    make_kwargs: dict[str, Any], creator: Callable[..., Any], also: set[str], owner: str
-) -> None:
-    """A keyword ``creator`` does not take (beyond ``also`` and ``render_mode``) is an error now
-    rather than a failure of every copy later."""
-    try:
-        parameters = inspect.signature(creator).parameters.values()
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
-    accepted = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} - {"self"}
-    unknown = sorted(set(make_kwargs) - accepted - also - {"render_mode"})
-    if unknown:
-        raise TypeError(
-            f"{owner} takes no keyword {', '.join(map(repr, unknown))};"
-            f" it takes {sorted(accepted | also)}"
-        )
+def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
+    """A keyword the vector env does not take, or one rl8lite sets, is a ``TypeError`` naming it."""
+    vector_cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
+    if reserved := sorted(set(vector_kwargs) & _SET_BY_ADAPTER):
+        raise TypeError(f"vector_kwargs {reserved}: rl8lite sets these itself")
+    taken = _keywords(vector_cls.__init__) or set(vector_kwargs)
+    if unknown := sorted(set(vector_kwargs) - taken):
+        raise TypeError(f"vector_kwargs {unknown} are not options of {vector_cls.__name__};"
+                        f" it takes {sorted(taken - _SET_BY_ADAPTER)}")
 
+
+def make_vector_env(env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str,
+                    vector_kwargs: dict[str, Any]) -> VectorEnv:
+    """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
+    in the same step and returning its own arrays (no copies)."""
+    kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
+    if mode == "sync":
+        return SyncVectorEnv(env_fns, **kwargs)
+    return ReportingAsyncVectorEnv(env_fns, **{"worker": _reporting_worker, **kwargs})
+
+
+def misfit_observations(vector_env: VectorEnv) -> str | None:
+    """Which copies of a ``SyncVectorEnv`` returned an observation its space cannot batch
+    (Gymnasium's ``ValueError`` names none), or ``None``."""
+    observations = getattr(vector_env, "_env_obs", None)  # SyncVectorEnv's latest, per copy
+    if not isinstance(vector_env, SyncVectorEnv) or observations is None:
+        return None
+    space, misfits = vector_env.single_observation_space, []
+    for index, observation in enumerate(observations):
+        try:
+            concatenate(space, [observation], create_empty_array(space, 1))
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            got, shape = type(observation).__name__, getattr(observation, "shape", None)
+            got += "" if shape is None else f" of shape {tuple(shape)}"
+            misfits.append(f"sub-env {index} returned a {got}, which does not fit {space}: {e}")
+    return "\n".join(misfits) or None
+
+
+def _reporting_worker(index: int, env_fn: Callable[[], Any], pipe: Any, parent_pipe: Any,
+                      shared_memory: Any, error_queue: Any, *rest: Any) -> None:
+    """Gymnasium's async worker, leaving the process group's signals to the parent and
+    reporting a copy that fails to build (outside Gymnasium's error handling)."""
+    for name in ("SIGINT", "SIGTERM", "SIGUSR1"):  # sent to the process group: the parent's
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    try:
+        env = env_fn()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
+        if not isinstance(e, SubEnvError):
+            e = SubEnvError(describe_failure(index, "its construction", e))
+        error_queue.put((index, SubEnvError, e, ""))
+        parent_pipe.close()
+        with contextlib.suppress(EOFError, OSError):  # a failed reply sends the parent to the queue
+            pipe.recv()
+            pipe.send((None, False))
+        return
+    _async_worker(index, lambda: env, pipe, parent_pipe, shared_memory, error_queue, *rest)
+
+
+def _death(code: int) -> str:
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
+class ReportingAsyncVectorEnv(AsyncVectorEnv):
+    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and
+    a dead worker (an ``EOFError``) as a :class:`~rl8lite.env.SubEnvError` naming the copy,
+    after which every worker is ended."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            with self._reporting_dead_workers():
+                super().__init__(*args, **kwargs)
+        except BaseException:
+            self.terminate()
+            raise
+
+    def reset(self, **kwargs: Any) -> Any:
+        with self._reporting_dead_workers():
+            return super().reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        with self._reporting_dead_workers():
+            return super().step(actions)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        with self._reporting_dead_workers():
+            return super().call(name, *args, **kwargs)
+
+    def _raise_if_errors(self, successes: Iterable[bool]) -> None:
+        successes = list(successes)
+        if all(successes):
+            return
+        messages = []
+        for _ in range(len(successes) - sum(successes)):
+            index, error_type, error, trace = self.error_queue.get()
+            messages.append(str(error) if isinstance(error, SubEnvError) else
+                            f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
+                            f"--- traceback of sub-env {index} ---\n{trace.rstrip()}")
+        self.terminate()
+        raise SubEnvError("\n\n".join(messages))
+
+    @contextmanager
+    def _reporting_dead_workers(self) -> Iterator[None]:
+        try:
+            yield
+        except (EOFError, ConnectionError) as e:
+            processes = getattr(self, "processes", [])
+            deadline = time.monotonic() + 5.0
+            dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
+            while not dead and processes and time.monotonic() < deadline:  # a dying worker
+                time.sleep(0.01)
+                dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
+            details = "; ".join(f"sub-env {i}'s worker (pid {processes[i].pid})"
+                                f" {_death(processes[i].exitcode)}" for i in dead)
+            self.terminate()
+            raise SubEnvError(f"{details or 'a worker process closed its pipe'}"
+                              f" ({type(e).__name__} on its pipe); every worker has been stopped"
+                              ) from e
+
+    def close(self, **kwargs: Any) -> None:
+        """Close the copies and end the workers, or :meth:`terminate` them where they cannot
+        close (after a failure, during a pending call, or with ``terminate=True``)."""
+        if self.closed:
+            return
+        if (not kwargs.get("terminate") and self._state is AsyncState.DEFAULT
+                and all(pipe is not None and not pipe.closed for pipe in self.parent_pipes)
+                and all(p.is_alive() for p in self.processes)):
+            with contextlib.suppress(EOFError, OSError):
+                return super().close(**kwargs)
+        self.terminate()
+
+    def terminate(self) -> None:
+        """End every worker now (SIGKILL: workers ignore SIGTERM) and close the pipes."""
+        processes = getattr(self, "processes", [])
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        for process in processes:
+            process.join()
+        for pipe in getattr(self, "parent_pipes", []):
+            if pipe is not None:
+                pipe.close()
+        self.closed = True
