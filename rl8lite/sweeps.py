@@ -234,6 +234,12 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               optuna.trial.TrialState.RUNNING)
     while len(study.get_trials(deepcopy=False, states=states)) < target and failures < target:
         trial = study.ask()
+        study._storage.flush_all_batches()  # other workers see this trial now
+        earlier = [t for t in study.get_trials(deepcopy=False, states=states)
+                   if t.number < trial.number]
+        if len(earlier) >= target:  # another worker took the last trial meanwhile
+            client.delete_run(trial._trial_id)
+            break
         try:
             try:
                 value = _objective(sweep, trial, client, uri, list(seeds or [None]))
