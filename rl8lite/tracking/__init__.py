@@ -1,7 +1,6 @@
-"""Experiment tracking, export and serving: the only package that imports mlflow (on first
-use: it adds seconds to a process's start). Here: the :class:`Tracker` protocol a
-:class:`~rl8lite.Trainer` logs through, a tracker that logs nothing, and where runs go.
-"""
+"""Experiment tracking, export and serving, the only package that imports mlflow (lazily: it
+adds seconds to a start). Here: the :class:`Tracker` protocol, a tracker that logs nothing,
+and where runs go."""
 
 from __future__ import annotations
 
@@ -45,10 +44,8 @@ class Tracker(Protocol):
 
 
 class NullTracker(Tracker):
-    """Logs nothing (the protocol's methods do nothing): the tracker of every rank but rank 0.
-
-    Args:
-        checkpoint_dir: The run's checkpoint folder (each rank writes its own file there).
+    """Logs nothing: the tracker of every rank but rank 0, which writes its checkpoint files
+    into ``checkpoint_dir``.
 
     Examples:
         >>> tracker = NullTracker("checkpoints/run")
@@ -107,8 +104,8 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri`` (with the ``mlflow``
-    executable beside the running Python, so that it works without activating the venv).
+    """The shell command that opens the MLflow UI on ``tracking_uri``, with the ``mlflow``
+    beside the running Python (no venv to activate).
 
     Examples:
         >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]
