@@ -237,9 +237,7 @@ class RollingWindow:
         """
         batch, num_steps = _check_sequence(x, size)
         windows = _per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
-        if isinstance(windows, TensorDict):
-            return windows.reshape(-1)
-        return windows.reshape(-1, *windows.shape[2:])
+        return windows.flatten(0, 1)
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
@@ -315,9 +313,7 @@ class ViewRequirement:
     def apply_all(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
         """The windows of ``batch[key]`` ``[B, T, ...]`` at every step, flattened (to train)."""
         item = batch[key]
-        if not self.shift:
-            return item.reshape(-1) if isinstance(item, TensorDict) else item.flatten(0, 1)
-        return self.method.apply_all(item, self.shift + 1)
+        return self.method.apply_all(item, self.shift + 1) if self.shift else item.flatten(0, 1)
 
     def apply_last(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
         """The window of ``batch[key]`` ending at its last step (to act)."""
