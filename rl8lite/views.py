@@ -144,9 +144,8 @@ def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
         raise ValueError(f"history must be in [0, {length - 1}] for {length} steps, got {history}")
     num_windows = length - history
     available = history + torch.arange(num_windows, device=x.device).expand(batch, -1)
-    if episode_steps is None:
-        steps = available
-    else:
+    steps = available
+    if episode_steps is not None:
         if tuple(episode_steps.shape) != (batch, num_windows):
             raise ValueError(f"episode_steps must be [B, T] = {[batch, num_windows]}, "
                              f"got {list(episode_steps.shape)}")

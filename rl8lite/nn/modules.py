@@ -150,13 +150,8 @@ class SequentialSkipConnection(Module[[Tensor, Tensor], Tensor]):
             y = fan_in(skip_connection(y, layer(y), kind=self.kind))
         return y
 
-    @property
-    def in_features(self) -> int:
-        return self._embed_dim
-
-    @property
-    def out_features(self) -> int:
-        return self._embed_dim
+    #: Features in and out: ``embed_dim``.
+    in_features = out_features = property(lambda self: self._embed_dim)
 
 
 class PositionalEmbedding(Module[[Tensor], Tensor]):

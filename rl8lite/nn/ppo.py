@@ -258,7 +258,5 @@ def ppo_losses(
         clip_param=clip_param, dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
         vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1",
     )
-    return TensorDict(
-        {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total},
-        batch_size=[], device=logp.device,
-    )
+    losses = {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total}
+    return TensorDict(losses, batch_size=[], device=logp.device)
