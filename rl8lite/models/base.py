@@ -25,9 +25,7 @@ class Model(nn.Module):
     Examples:
         A model that sees the last 4 observations of a vector env:
 
-        >>> from rl8lite.data import DataKeys
         >>> from rl8lite.specs import Categorical, Unbounded
-        >>> from rl8lite.views import ViewRequirement
         >>> class Stacked(Model):
         ...     def __init__(self, observation_spec, action_spec, /):
         ...         super().__init__(observation_spec, action_spec)
@@ -84,7 +82,7 @@ class Model(nn.Module):
         """Steps at the start of each sequence that ``apply_view_requirements(kind="all")``
         makes no input for (rl8's)."""
         self.validate_view_requirements()
-        return next(iter(r.drop_size for r in self.view_requirements.values()), 0)
+        return next((r.drop_size for r in self.view_requirements.values()), 0)
 
     def validate_view_requirements(self) -> None:
         """Raise ``RuntimeError`` if view requirements drop different numbers of steps."""

@@ -126,12 +126,11 @@ class Rl8RecurrentModel:
 
 def _leaves(spec: Composite, prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
     out = []
-    for key in spec:
-        leaf = spec[key]
+    for key, leaf in spec.items():
+        path = (*prefix, key)
         if isinstance(leaf, Composite):
-            out.extend(_leaves(leaf, (*prefix, key)))
+            out.extend(_leaves(leaf, path))
         else:
-            path = (*prefix, key)
             out.append((path[0] if len(path) == 1 else path, leaf))
     return out
 

@@ -19,19 +19,12 @@ class TrackingError(RuntimeError):
 
 @runtime_checkable
 class Tracker(Protocol):
-    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default.
+    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default."""
 
-    Attributes:
-        run_id: The MLflow run (``None``: not MLflow; resuming then needs ``tracker=``).
-        tracking_uri: The MLflow store, or ``None``.
-        checkpoint_dir: Where checkpoints go (``None``: ``save_checkpoint`` needs ``path=``).
-        resumed: Whether the params are already logged (a continued run).
-    """
-
-    run_id: str | None
-    tracking_uri: str | None
-    checkpoint_dir: Path | None
-    resumed: bool
+    run_id: str | None  # the MLflow run; None: not MLflow (resuming then needs tracker=)
+    tracking_uri: str | None  # the MLflow store
+    checkpoint_dir: Path | None  # where checkpoints go; None: save_checkpoint needs path=
+    resumed: bool  # whether the params are already logged (a continued run)
 
     def log_params(self, params: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...

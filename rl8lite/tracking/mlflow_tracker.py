@@ -91,8 +91,7 @@ class MlflowTracker:
         self.ended = False
         self.model_id: str | None = None  # the policy's LoggedModel, once logged
         self._pending: list[Metric] = []
-        self._pending_lock = threading.Lock()
-        self._write_lock = threading.Lock()  # one batch writer at a time
+        self._pending_lock, self._write_lock = threading.Lock(), threading.Lock()  # one writer
         self._writer: threading.Thread | None = None
         self._warned = False  # that a write failed and is retried
         self._system_metrics: Any = None
