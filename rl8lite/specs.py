@@ -75,10 +75,9 @@ class TensorSpec:
             raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
         if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
-            raise SpecError(
-                f"{key}: expected shape [..., {', '.join(map(str, self.shape))}]"
-                f" (batch dims then the spec's {list(self.shape)}), received {list(value.shape)}"
-            )
+            raise SpecError(f"{key}: expected shape [..., {', '.join(map(str, self.shape))}] (batch"
+                            f" dims then the spec's {list(self.shape)}), received"
+                            f" {list(value.shape)}")
         if value.dtype != self.dtype:
             raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
         if check_values:
@@ -165,11 +164,9 @@ class Bounded(TensorSpec):
             # Name the first offender with its own bounds (they may differ per element).
             index = tuple(int(i) for i in outside.nonzero()[0])
             element = index[len(index) - len(self.shape):]
-            raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g."
-                f" {value[index].item()} at index {list(index)} outside"
-                f" [{low[element].item()}, {high[element].item()}]"
-            )
+            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g."
+                            f" {value[index].item()} at index {list(index)} outside"
+                            f" [{low[element].item()}, {high[element].item()}]")
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"low": self.low.tolist(), "high": self.high.tolist()}
@@ -196,10 +193,9 @@ class Categorical(TensorSpec):
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
         outside = (value < 0) | (value >= self.n)
         if bool(outside.any()):
-            raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside {{0, ..., {self.n - 1}}},"
-                f" e.g. {value[outside].flatten()[:3].tolist()}"
-            )
+            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside"
+                            f" {{0, ..., {self.n - 1}}}, e.g."
+                            f" {value[outside].flatten()[:3].tolist()}")
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"n": self.n}
