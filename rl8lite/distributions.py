@@ -131,11 +131,6 @@ class Categorical(Distribution):
         return -(self.log_probs.exp() * self.log_probs).sum(-1, keepdim=True)
 
 
-def _math_dtype(features: torch.Tensor) -> torch.dtype:
-    """The features' dtype, at least float32 (bf16 actions would hit the bounds: atanh(1))."""
-    return torch.promote_types(features.dtype, torch.float32)
-
-
 def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
     if not (isinstance(action_spec, (Unbounded, Bounded)) and action_spec.dtype.is_floating_point):
         raise TypeError(f"{name} needs a floating-point Unbounded or Bounded action spec,"
@@ -172,7 +167,8 @@ class Normal(Distribution):
         return self.mean.view(self._action_shape)
 
     def _as_math(self, actions: torch.Tensor) -> torch.Tensor:
-        return actions.reshape(self.mean.shape).to(_math_dtype(self.mean))
+        dtype = torch.promote_types(self.mean.dtype, torch.float32)  # bf16 would hit atanh(1)
+        return actions.reshape(self.mean.shape).to(dtype)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self._gaussian_logp((self._as_math(actions) - self.mean) * torch.exp(-self.log_std))

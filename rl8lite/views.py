@@ -209,9 +209,8 @@ def zero_padding(windows: TensorDict) -> TensorDict:
 
 
 class View(Protocol):
-    """Windows of ``size`` steps over a batch ``[B, T, ...]``: at every step (``apply_all``,
-    ``[B_NEW <= B * T, size, ...]``), at the last (``apply_last``, ``[B, size, ...]``), and the
-    steps ``apply_all`` drops (``drop_size``)."""
+    """Windows of ``size`` steps over ``[B, T, ...]``: at every step (``apply_all``, ``[B_NEW <=
+    B * T, size, ...]``), at the last (``apply_last``, ``[B, size, ...]``); ``drop_size``."""
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item: ...

@@ -23,10 +23,8 @@ class Model(nn.Module):
     before the episode's first, zeroed); windows continue across collects.
 
     Examples:
-        A model that sees the last 4 observations of a vector env:
-
         >>> from rl8lite.specs import Categorical, Unbounded
-        >>> class Stacked(Model):
+        >>> class Stacked(Model):  # sees the last 4 observations
         ...     def __init__(self, observation_spec, action_spec, /):
         ...         super().__init__(observation_spec, action_spec)
         ...         self.view_requirements[DataKeys.OBS] = ViewRequirement(shift=3)

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Composite
+from .base import Model
 from .recurrent import RecurrentModel
 
 __all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "is_rl8_style", "stateless"]
@@ -70,11 +71,8 @@ class Rl8Model:
         features, values = self.features_and_values(obs)
         return flat_features(features, model_name=self.name), values
 
-    def forward_features(self, obs: Tensor | TensorDict) -> Tensor:
-        return self(obs)[0]
-
-    def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
-        return self(obs)[1]
+    forward_features = Model.forward_features  # self(obs)[0]
+    forward_values = Model.forward_values  # self(obs)[1]
 
 
 class Rl8RecurrentModel:

@@ -111,10 +111,9 @@ class MLP(nn.Sequential, Module[[Tensor], Tensor]):
 
 
 class SequentialSkipConnection(Module[[Tensor, Tensor], Tensor]):
-    """A chain of layers, each joined to its input: ``forward(x, y)`` joins ``x`` to ``y``,
-    then sets ``y = join(y, f(y))`` for each appended layer ``f``. ``kind="cat"``
-    concatenates, then maps back to ``embed_dim`` with a linear layer; ``"residual"`` adds;
-    ``None`` keeps ``f(y)``.
+    """A chain of layers, each joined to its input: ``forward(x, y)`` joins ``x`` to ``y``, then
+    sets ``y = join(y, f(y))`` for each appended layer ``f``. ``kind="cat"`` concatenates, then
+    maps back to ``embed_dim`` (a linear layer); ``"residual"`` adds; ``None`` keeps ``f(y)``.
 
     Examples:
         >>> skip = SequentialSkipConnection(4, kind="residual")
@@ -155,9 +154,8 @@ class SequentialSkipConnection(Module[[Tensor, Tensor], Tensor]):
 
 
 class PositionalEmbedding(Module[[Tensor], Tensor]):
-    """Adds fixed sinusoidal position codes to a sequence ``[B, T, E]`` of at most ``max_len``
-    steps (Vaswani et al. 2017), then dropout: position ``p`` gets ``sin(p / 10000^(2i / E))``
-    at feature ``2i`` and ``cos(...)`` at ``2i + 1``.
+    """Adds sinusoidal position codes (Vaswani et al. 2017) to ``[B, T <= max_len, E]``, then
+    dropout: ``sin(p / 10000^(2i / E))`` at feature ``2i`` of position ``p``, ``cos`` at ``2i + 1``.
 
     Examples:
         >>> PositionalEmbedding(4, 10)(torch.zeros(1, 2, 4))[0, 0]

@@ -230,11 +230,10 @@ def ppo_losses(
     clip_param: float = 0.2, dual_clip_param: float | None = 5.0, entropy_coeff: float = 0.0,
     vf_clip_param: float = 1.0, vf_coeff: float = 1.0,
 ) -> TensorDict:
-    """rl8's PPO loss of one batch: :func:`ppo_loss` with ``vf_loss="smooth_l1"`` of the
-    rollout's ``"actions"``, ``"logp"``, ``"advantages"`` and ``"returns"``, the policy's
-    ``"values"`` and distribution now (``dual_clip_param`` ``None`` or 0: off; entropy not
-    computed at ``entropy_coeff`` 0). Returns 0-d ``"policy"`` (the surrogate objective,
-    rl8's sign), ``"vf"``, ``"entropy"`` and ``"total"``.
+    """rl8's PPO loss: :func:`ppo_loss` (``vf_loss="smooth_l1"``; ``dual_clip_param`` 0: off) of
+    the rollout's ``"actions"``, ``"logp"``, ``"advantages"``, ``"returns"`` and the policy's
+    ``"values"`` and distribution now: 0-d ``"policy"`` (the surrogate objective, rl8's sign),
+    ``"vf"``, ``"entropy"`` (0 at ``entropy_coeff`` 0) and ``"total"``.
 
     Examples:
         >>> from rl8lite.distributions import Categorical

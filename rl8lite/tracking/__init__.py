@@ -1,6 +1,5 @@
-"""Experiment tracking, export and serving, the only package that imports mlflow (lazily: it
-adds seconds to a start). Here: the :class:`Tracker` protocol, a tracker that logs nothing,
-and where runs go."""
+"""Experiment tracking, export and serving (the only package that imports mlflow, lazily): the
+:class:`Tracker` protocol, a tracker that logs nothing, and where runs go."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ class Tracker(Protocol):
 
 
 class NullTracker(Tracker):
-    """Logs nothing: the tracker of every rank but rank 0, which writes its checkpoint files
+    """Logs nothing: the tracker of every rank but rank 0; each rank writes its checkpoint file
     into ``checkpoint_dir``.
 
     Examples:

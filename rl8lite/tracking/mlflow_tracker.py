@@ -1,6 +1,5 @@
-"""The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
-Metrics wait in memory until a background thread writes them in batches; ``flush``, ``end``
-and interpreter exit write what is left (MLflow's async queue drops it at exit)."""
+"""The MLflow tracker: one run per trainer, params, metrics (buffered, written in batches by a
+background thread, and by ``flush``, ``end`` and interpreter exit), artifacts, the policy."""
 
 from __future__ import annotations
 

@@ -114,8 +114,7 @@ class MLflowRecurrentPolicyModel(_PickledPolicy):
 
 
 def _named_states(policy: Any, states: torch.Tensor) -> TensorDict:
-    """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one
-    ``"states"`` column)."""
+    """Flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one column)."""
     spec, rows = policy.state_spec, states.shape[0]
     if not isinstance(spec, Composite):
         return TensorDict({DataKeys.STATES: states}, batch_size=[rows])
