@@ -40,7 +40,8 @@ def main() -> None:
         from rl8lite.conditions import HitsUpperBound
         from rl8lite.examples import CartPole
         from rl8lite.examples.configs import CARTPOLE
-        from rl8lite.tracking import save_policy_model, video
+        from rl8lite.tracking import save_policy_model
+        from rl8lite.trainers import videos
 
         trainer = Trainer(Algorithm(CartPole, seed=0, **CARTPOLE), progress=False, save_policy=False)
         trainer.run(stop_conditions=[HitsUpperBound("episodes/return_mean", 475.0)])
@@ -49,7 +50,7 @@ def main() -> None:
         frames = []
         for repeat in range(args.repeats):
             for encoding in ("mp4", "gif"):
-                video.mp4_available = (lambda: True) if encoding == "mp4" else (lambda: False)
+                videos.mp4_available = (lambda: True) if encoding == "mp4" else (lambda: False)
                 start = time.perf_counter()
                 trainer.record_video(name=f"{encoding}-{repeat}", max_steps=500)
                 times[f"video_{encoding}"].append(time.perf_counter() - start)

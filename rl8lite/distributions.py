@@ -1,7 +1,6 @@
-"""Action distributions, made per forward pass from a model's features ``[B, num_inputs]``.
-
-They never validate their arguments (that costs more than the math on small batches).
-Log-probabilities and entropies are ``[B, 1]``; samples are ``[B, *action_spec.shape]``.
+"""Action distributions, made per forward pass from a model's features ``[B, num_inputs]``,
+unvalidated (that costs more than the math on small batches). Log-probabilities and entropies
+are ``[B, 1]``; samples are ``[B, *action_spec.shape]``.
 
 Examples:
     >>> import torch
@@ -39,10 +38,8 @@ class Distribution(ABC):
     env's ``action_spec``; ``action_mask`` ``[B, n]`` (bool or 0/1) marks the allowed actions
     of discrete distributions."""
 
-    def __init__(
-        self, features: torch.Tensor, action_spec: Any, /, *,
-        action_mask: torch.Tensor | None = None,
-    ) -> None:
+    def __init__(self, features: torch.Tensor, action_spec: Any, /, *,
+                 action_mask: torch.Tensor | None = None) -> None:
         self.features = features
         self.action_spec = action_spec
         self.action_mask = action_mask
@@ -92,23 +89,19 @@ class Categorical(Distribution):
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
         if self.action_mask is not None:
-            features = features.masked_fill(
-                ~self.action_mask.bool(), torch.finfo(features.dtype).min
-            )
+            lowest = torch.finfo(features.dtype).min
+            features = features.masked_fill(~self.action_mask.bool(), lowest)
         self.log_probs = F.log_softmax(features, dim=-1)
         self._action_shape = tuple(action_spec.shape)
 
     @staticmethod
     def num_inputs(action_spec: Spec) -> int:
         if not isinstance(action_spec, CategoricalSpec):
-            raise TypeError(
-                f"Categorical needs a Categorical action spec, received {action_spec!r}"
-            )
+            raise TypeError("Categorical needs a Categorical action spec, received"
+                            f" {action_spec!r}")
         if tuple(action_spec.shape) not in ((), (1,)):
-            raise TypeError(
-                "Categorical supports action specs of shape [] or [1], received"
-                f" {list(action_spec.shape)}"
-            )
+            raise TypeError("Categorical supports action specs of shape [] or [1], received"
+                            f" {list(action_spec.shape)}")
         return action_spec.n
 
     def _shape_actions(self, index: torch.Tensor) -> torch.Tensor:  # index: [B, 1]
@@ -138,18 +131,10 @@ class Categorical(Distribution):
         return -(self.log_probs.exp() * self.log_probs).sum(-1, keepdim=True)
 
 
-def _math_dtype(features: torch.Tensor) -> torch.dtype:
-    """The features' dtype, at least float32 (bf16 actions would hit the bounds: atanh(1))."""
-    return torch.promote_types(features.dtype, torch.float32)
-
-
 def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
-    if not (isinstance(action_spec, (Unbounded, Bounded))
-            and action_spec.dtype.is_floating_point):
-        raise TypeError(
-            f"{name} needs a floating-point Unbounded or Bounded action spec,"
-            f" received {action_spec!r}"
-        )
+    if not (isinstance(action_spec, (Unbounded, Bounded)) and action_spec.dtype.is_floating_point):
+        raise TypeError(f"{name} needs a floating-point Unbounded or Bounded action spec,"
+                        f" received {action_spec!r}")
     return 2 * max(1, math.prod(action_spec.shape))
 
 
@@ -182,7 +167,8 @@ class Normal(Distribution):
         return self.mean.view(self._action_shape)
 
     def _as_math(self, actions: torch.Tensor) -> torch.Tensor:
-        return actions.reshape(self.mean.shape).to(_math_dtype(self.mean))
+        dtype = torch.promote_types(self.mean.dtype, torch.float32)  # bf16 would hit atanh(1)
+        return actions.reshape(self.mean.shape).to(dtype)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self._gaussian_logp((self._as_math(actions) - self.mean) * torch.exp(-self.log_std))
@@ -193,19 +179,16 @@ class Normal(Distribution):
 
 
 class SquashedNormal(Normal):
-    """Gaussian squashed by ``tanh`` into a :class:`~rl8lite.specs.Bounded` action range.
-
+    """Gaussian squashed by ``tanh`` into a :class:`~rl8lite.specs.Bounded` action range:
     ``a = loc + scale * tanh(u)``, ``u ~ N(mean, std)``, with
-    ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``. The entropy is
-    the one-sample estimate ``-log p(a)`` at a fresh reparameterised sample.
-    """
+    ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``; the entropy is the one-sample
+    estimate ``-log p(a)`` at a fresh reparameterised sample."""
 
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
         low = action_spec.low.to(features.device, features.dtype).reshape(1, -1)
         high = action_spec.high.to(features.device, features.dtype).reshape(1, -1)
-        self.loc = (high + low) / 2
-        self.scale = (high - low) / 2
+        self.loc, self.scale = (high + low) / 2, (high - low) / 2
 
     @staticmethod
     def num_inputs(action_spec: Spec) -> int:
@@ -222,9 +205,8 @@ class SquashedNormal(Normal):
 
     def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
         # log |da/du| = log scale + log(1 - tanh(u)^2)
-        return (torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)).sum(
-            -1, keepdim=True
-        )
+        log_det = torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)
+        return log_det.sum(-1, keepdim=True)
 
     def _squash(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         squashed = torch.tanh(u)
@@ -241,9 +223,8 @@ class SquashedNormal(Normal):
         return self._squash(self.mean)[0].view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        squashed = ((self._as_math(actions) - self.loc) / self.scale).clamp(
-            -1 + _SQUASH_EPS, 1 - _SQUASH_EPS
-        )
+        squashed = (self._as_math(actions) - self.loc) / self.scale
+        squashed = squashed.clamp(-1 + _SQUASH_EPS, 1 - _SQUASH_EPS)
         noise = (torch.atanh(squashed) - self.mean) * torch.exp(-self.log_std)
         return self._gaussian_logp(noise) - self._log_det(squashed)
 

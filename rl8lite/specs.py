@@ -1,7 +1,5 @@
-"""Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data.
-
-Constructor arguments follow torchrl's, and torchrl's older class names are aliases, so an rl8
-environment ports by changing ``torchrl.data`` to ``rl8lite.specs``.
+"""Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data, with
+torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them.
 
 Examples:
     >>> import torch
@@ -77,10 +75,9 @@ class TensorSpec:
             raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
         if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
-            raise SpecError(
-                f"{key}: expected shape [..., {', '.join(map(str, self.shape))}]"
-                f" (batch dims then the spec's {list(self.shape)}), received {list(value.shape)}"
-            )
+            raise SpecError(f"{key}: expected shape [..., {', '.join(map(str, self.shape))}] (batch"
+                            f" dims then the spec's {list(self.shape)}), received"
+                            f" {list(value.shape)}")
         if value.dtype != self.dtype:
             raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
         if check_values:
@@ -118,10 +115,8 @@ class TensorSpec:
 class Unbounded(TensorSpec):
     """Real-valued (or integer) data with no bounds; ``dtype`` defaults to float32."""
 
-    def __init__(
-        self, shape: ShapeLike | None = None, device: Device | None = None,
-        dtype: torch.dtype | None = None, **kwargs: Any,
-    ) -> None:
+    def __init__(self, shape: ShapeLike | None = None, device: Device | None = None,
+                 dtype: torch.dtype | None = None, **kwargs: Any) -> None:
         del kwargs  # torchrl accepts domain hints that mean nothing here
         super().__init__(shape, device, dtype or torch.float32)
 
@@ -133,23 +128,18 @@ class Unbounded(TensorSpec):
 
 
 class Bounded(TensorSpec):
-    """Data with elementwise bounds ``low <= x <= high`` (numbers or tensors of ``shape``).
-
-    ``shape`` is inferred from tensor bounds when omitted; ``dtype`` defaults to float32.
-    """
+    """Data with elementwise bounds ``low <= x <= high`` (numbers or tensors of ``shape``, which
+    they give when omitted); ``dtype`` defaults to float32."""
 
     low: torch.Tensor
     high: torch.Tensor
 
-    def __init__(
-        self, low: float | torch.Tensor, high: float | torch.Tensor,
-        shape: ShapeLike | None = None, device: Device | None = None,
-        dtype: torch.dtype | None = None, **kwargs: Any,
-    ) -> None:
+    def __init__(self, low: float | torch.Tensor, high: float | torch.Tensor,
+                 shape: ShapeLike | None = None, device: Device | None = None,
+                 dtype: torch.dtype | None = None, **kwargs: Any) -> None:
         del kwargs
         dtype = dtype or torch.float32
-        low_t = torch.as_tensor(low, dtype=dtype)
-        high_t = torch.as_tensor(high, dtype=dtype)
+        low_t, high_t = torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype)
         if shape is None:
             shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
         super().__init__(shape, device, dtype)
@@ -168,18 +158,15 @@ class Bounded(TensorSpec):
         return (self.low + (u * span).floor().to(self.dtype)).clamp(max=self.high)
 
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
-        low = self.low.to(value.device)
-        high = self.high.to(value.device)
+        low, high = self.low.to(value.device), self.high.to(value.device)
         outside = (value < low) | (value > high)
         if bool(outside.any()):
             # Name the first offender with its own bounds (they may differ per element).
             index = tuple(int(i) for i in outside.nonzero()[0])
             element = index[len(index) - len(self.shape):]
-            raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g."
-                f" {value[index].item()} at index {list(index)} outside"
-                f" [{low[element].item()}, {high[element].item()}]"
-            )
+            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside the bounds, e.g."
+                            f" {value[index].item()} at index {list(index)} outside"
+                            f" [{low[element].item()}, {high[element].item()}]")
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"low": self.low.tolist(), "high": self.high.tolist()}
@@ -191,10 +178,8 @@ class Categorical(TensorSpec):
 
     n: int
 
-    def __init__(
-        self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
-        dtype: torch.dtype | None = None, **kwargs: Any,
-    ) -> None:
+    def __init__(self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
+                 dtype: torch.dtype | None = None, **kwargs: Any) -> None:
         del kwargs
         if int(n) < 1:
             raise SpecError(f"Categorical: n must be >= 1, received {n}")
@@ -208,10 +193,9 @@ class Categorical(TensorSpec):
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
         outside = (value < 0) | (value >= self.n)
         if bool(outside.any()):
-            raise SpecError(
-                f"{key}: {int(outside.sum())} value(s) outside {{0, ..., {self.n - 1}}},"
-                f" e.g. {value[outside].flatten()[:3].tolist()}"
-            )
+            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside"
+                            f" {{0, ..., {self.n - 1}}}, e.g."
+                            f" {value[outside].flatten()[:3].tolist()}")
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"n": self.n}
@@ -239,16 +223,12 @@ class MultiCategorical(Bounded):
 
 
 class Composite(Mapping[str, "Spec"]):
-    """A (nested) dict of specs, for dict observations; data is a :class:`TensorDict`.
+    """A (nested) dict of specs, for dict observations (data: a :class:`TensorDict`); ``shape``
+    is every entry's leading per-copy shape; with ``device``, every entry is moved there."""
 
-    ``shape`` is the leading per-copy shape of every entry; with ``device``, every entry
-    is moved there.
-    """
-
-    def __init__(
-        self, spec_dict: Mapping[str, Spec] | None = None, *, shape: ShapeLike | None = None,
-        device: Device | None = None, **specs: Spec,
-    ) -> None:
+    def __init__(self, spec_dict: Mapping[str, Spec] | None = None, *,
+                 shape: ShapeLike | None = None, device: Device | None = None,
+                 **specs: Spec) -> None:
         self.shape = _as_shape(shape)
         self.device = torch.device(device) if device is not None else None
         self._specs: dict[str, Spec] = {
@@ -293,8 +273,7 @@ class Composite(Mapping[str, "Spec"]):
             raise SpecError(f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
                             f" received {type(value).__name__}")
         present = set(value.keys())
-        missing = [k for k in self._specs if k not in present]
-        if missing:
+        if missing := [k for k in self._specs if k not in present]:
             raise SpecError(f"{key}: missing key(s) {missing}; received keys {sorted(present)}")
         for name, spec in self._specs.items():
             spec.assert_is_in(value[name], key=f"{key}.{name}", check_values=check_values)

@@ -1,7 +1,6 @@
-"""Windows of past steps over sequences ``[B, T, ...]`` (rl8's ``rl8.views``): the ``k + 1``
-steps ending at each step, as strided views where possible. Steps before the sequence (or its
-episode) are padding: zeros in ``DataKeys.INPUTS``, ``True`` in ``DataKeys.PADDING_MASK``.
-"""
+"""Windows of past steps over sequences ``[B, T, ...]`` (rl8's ``rl8.views``), strided views
+where possible. Steps before the sequence (or its episode) are padding: zeros in
+``DataKeys.INPUTS``, ``True`` in ``DataKeys.PADDING_MASK``."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from typing import Literal, Protocol
 
 import torch
 from tensordict import TensorDict
+from torch import Tensor
 
 from .data import DataKeys
 
@@ -19,7 +19,7 @@ __all__ = [
     "window_at_last_step", "window_padding_mask", "windows_at_every_step", "zero_padding",
 ]
 
-Item = torch.Tensor | TensorDict
+Item = Tensor | TensorDict
 ViewKind = Literal["last", "all"]
 ViewMethod = Literal["rolling_window", "padded_rolling_window"]
 
@@ -29,21 +29,21 @@ def _check_sequence(x: Item, size: int) -> tuple[int, int]:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a window's size must be an int >= 1, got {size!r}")
     if len(x.shape) < 2:
-        shape = list(x.shape)
-        raise ValueError(f"expected a batch [B, T, ...] with a time dimension, got shape {shape}")
+        raise ValueError(f"expected a batch [B, T, ...] with a time dimension, got shape"
+                         f" {list(x.shape)}")
     return x.shape[0], x.shape[1]
 
 
-def _per_leaf(fn: Callable[[torch.Tensor], Item], x: Item, batch_size: list[int]) -> Item:
-    return fn(x) if isinstance(x, torch.Tensor) else x.apply(fn, batch_size=batch_size)
+def _per_leaf(fn: Callable[[Tensor], Item], x: Item, batch_size: list[int]) -> Item:
+    return fn(x) if isinstance(x, Tensor) else x.apply(fn, batch_size=batch_size)
 
 
-def _windows_td(inputs: torch.Tensor, padding_mask: torch.Tensor) -> TensorDict:
+def _windows_td(inputs: Tensor, padding_mask: Tensor) -> TensorDict:
     return TensorDict({DataKeys.INPUTS: inputs, DataKeys.PADDING_MASK: padding_mask},
                       batch_size=padding_mask.shape[:2], device=inputs.device)
 
 
-def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Tensor:
+def rolling_window(x: Tensor, size: int, /, *, step: int = 1) -> Tensor:
     """Windows of ``size`` steps over ``x`` ``[B, T, ...]``, starting every ``step`` steps:
     ``[B, (T - size) // step + 1, size, ...]``, a view of ``x``.
 
@@ -59,7 +59,7 @@ def rolling_window(x: torch.Tensor, size: int, /, *, step: int = 1) -> torch.Ten
     return x.unfold(1, size, step).movedim(-1, 2)
 
 
-def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
+def pad_last_sequence(x: Tensor, size: int, /) -> TensorDict:
     """The last ``size`` steps of each sequence of ``x`` ``[B, T, ...]``, zeros in front
     where there are fewer: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``.
 
@@ -78,7 +78,7 @@ def pad_last_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
     return _windows_td(inputs, window_padding_mask(steps, size))
 
 
-def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
+def pad_whole_sequence(x: Tensor, size: int, /) -> TensorDict:
     """Each sequence of ``x`` ``[B, T, ...]`` behind ``size - 1`` zero steps (every step ends
     a window of ``size``): TensorDict ``[B, T + size - 1]`` of ``INPUTS`` and ``PADDING_MASK``.
 
@@ -94,9 +94,7 @@ def pad_whole_sequence(x: torch.Tensor, size: int, /) -> TensorDict:
     return _windows_td(inputs, steps < 0)
 
 
-def episode_steps(
-    episode_ends: torch.Tensor, /, *, initial: torch.Tensor | None = None
-) -> torch.Tensor:
+def episode_steps(episode_ends: Tensor, /, *, initial: Tensor | None = None) -> Tensor:
     """``[B, T + 1]``: each observation's index in its episode, given ``episode_ends``
     ``[B, T]`` (observation ``t + 1`` starts an episode) and ``initial`` ``[B]`` (default 0).
 
@@ -115,7 +113,7 @@ def episode_steps(
     return steps
 
 
-def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tensor:
+def window_padding_mask(episode_steps: Tensor, size: int, /) -> Tensor:
     """``[..., size]``: which steps of windows of ``size`` are padding, given the index
     ``[...]`` of each window's last step in its episode (:func:`episode_steps`).
 
@@ -127,14 +125,11 @@ def window_padding_mask(episode_steps: torch.Tensor, size: int, /) -> torch.Tens
     return offsets > episode_steps.unsqueeze(-1)
 
 
-def windows_at_every_step(
-    x: Item, size: int, /, *, history: int = 0, episode_steps: torch.Tensor | None = None
-) -> TensorDict:
+def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
+                          episode_steps: Tensor | None = None) -> TensorDict:
     """The window of ``size`` steps ending at each step of ``x`` ``[B, history + T, ...]``
     after its first ``history``: TensorDict ``[B, T]`` of ``INPUTS`` ``[B, T, size, ...]``
-    and ``PADDING_MASK`` ``[B, T, size]`` (per leaf of a TensorDict ``x``). Views of ``x``
-    when ``history >= size - 1``.
-
+    and ``PADDING_MASK`` ``[B, T, size]``, per leaf; views of ``x`` when ``history >= size - 1``.
     ``episode_steps`` ``[B, T]`` is each window's last step's index in its episode (default
     ``history + t``); padding still holds the previous episode: :func:`zero_padding` it.
 
@@ -149,9 +144,8 @@ def windows_at_every_step(
         raise ValueError(f"history must be in [0, {length - 1}] for {length} steps, got {history}")
     num_windows = length - history
     available = history + torch.arange(num_windows, device=x.device).expand(batch, -1)
-    if episode_steps is None:
-        steps = available
-    else:
+    steps = available
+    if episode_steps is not None:
         if tuple(episode_steps.shape) != (batch, num_windows):
             raise ValueError(f"episode_steps must be [B, T] = {[batch, num_windows]}, "
                              f"got {list(episode_steps.shape)}")
@@ -159,7 +153,7 @@ def windows_at_every_step(
     padding_mask = window_padding_mask(steps, size)
     missing = max(size - 1 - history, 0)
 
-    def windows(t: torch.Tensor) -> TensorDict:
+    def windows(t: Tensor) -> TensorDict:
         if missing:
             padded = t.new_zeros(batch, missing + length, *t.shape[2:])
             padded[:, missing:] = t
@@ -170,9 +164,7 @@ def windows_at_every_step(
     return _per_leaf(windows, x, [batch, num_windows])
 
 
-def window_at_last_step(
-    x: Item, size: int, /, *, episode_step: torch.Tensor | None = None
-) -> TensorDict:
+def window_at_last_step(x: Item, size: int, /, *, episode_step: Tensor | None = None) -> TensorDict:
     """The window of ``size`` steps ending at the last step of ``x`` ``[B, L, ...]``, padding
     zeroed: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``, per leaf.
     ``episode_step`` ``[B]`` is the last step's index in its episode (default: ``L - 1``).
@@ -183,13 +175,12 @@ def window_at_last_step(
         tensor([[0., 2., 3.]])
     """
     batch, _ = _check_sequence(x, size)
-    episode_padding = (
-        None if episode_step is None else window_padding_mask(episode_step.reshape(batch), size)
-    )
+    if episode_step is not None:
+        episode_padding = window_padding_mask(episode_step.reshape(batch), size)
 
-    def window(t: torch.Tensor) -> TensorDict:
+    def window(t: Tensor) -> TensorDict:
         out = pad_last_sequence(t, size)
-        if episode_padding is not None:
+        if episode_step is not None:
             out[DataKeys.PADDING_MASK] = out[DataKeys.PADDING_MASK] | episode_padding
         return zero_padding(out)
 
@@ -218,9 +209,8 @@ def zero_padding(windows: TensorDict) -> TensorDict:
 
 
 class View(Protocol):
-    """How a view requirement turns a batch ``[B, T, ...]`` into windows of ``size`` steps:
-    at every step (``apply_all``, ``[B_NEW <= B * T, size, ...]``), at the last step
-    (``apply_last``, ``[B, size, ...]``), and the steps ``apply_all`` drops (``drop_size``)."""
+    """Windows of ``size`` steps over ``[B, T, ...]``: at every step (``apply_all``, ``[B_NEW <=
+    B * T, size, ...]``), at the last (``apply_last``, ``[B, size, ...]``); ``drop_size``."""
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item: ...
@@ -245,9 +235,7 @@ class RollingWindow:
         """
         batch, num_steps = _check_sequence(x, size)
         windows = _per_leaf(lambda t: rolling_window(t, size), x, [batch, num_steps - size + 1])
-        if isinstance(windows, TensorDict):
-            return windows.reshape(-1)
-        return windows.reshape(-1, *windows.shape[2:])
+        return windows.flatten(0, 1)
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> Item:
@@ -266,7 +254,7 @@ class PaddedRollingWindow:
     @staticmethod
     def apply_all(x: Item, size: int, /) -> TensorDict:
         """The window ending at every step, flattened: TensorDict ``[B * T]`` (row ``b * T + t``)
-        of ``INPUTS`` and ``PADDING_MASK``, per leaf for a TensorDict ``x``.
+        of ``INPUTS`` and ``PADDING_MASK``, per leaf.
 
         Examples:
             >>> out = PaddedRollingWindow.apply_all(torch.tensor([[1.0, 2.0]]), 2)
@@ -292,9 +280,9 @@ _METHODS: dict[str, type[View]] = {
 
 
 class ViewRequirement:
-    """The window of past steps a model wants for one (possibly nested) batch key: ``shift``
-    previous steps besides the current one; ``method`` ``"padded_rolling_window"`` pads and
-    masks the start of each sequence, ``"rolling_window"`` drops its first ``shift`` steps.
+    """The window a model wants for one (possibly nested) batch key: ``shift`` previous steps
+    besides the current one; ``"padded_rolling_window"`` pads and masks the start of each
+    sequence, ``"rolling_window"`` drops its first ``shift`` steps.
 
     Examples:
         >>> batch = TensorDict({"obs": torch.arange(6.0).reshape(2, 3, 1)}, batch_size=[2, 3])
@@ -321,12 +309,9 @@ class ViewRequirement:
         return f"{type(self).__name__}(shift={self.shift}, method={self.method.__name__})"
 
     def apply_all(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
-        """The windows of ``batch[key]`` ``[B, T, ...]`` at every step, flattened into the
-        batch (to train)."""
+        """The windows of ``batch[key]`` ``[B, T, ...]`` at every step, flattened (to train)."""
         item = batch[key]
-        if not self.shift:
-            return item.reshape(-1) if isinstance(item, TensorDict) else item.flatten(0, 1)
-        return self.method.apply_all(item, self.shift + 1)
+        return self.method.apply_all(item, self.shift + 1) if self.shift else item.flatten(0, 1)
 
     def apply_last(self, key: str | tuple[str, ...], batch: TensorDict, /) -> Item:
         """The window of ``batch[key]`` ending at its last step (to act)."""

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import rl8lite.nn.modules.attention
+import rl8lite.nn.modules
 from rl8lite.nn import (
     CrossAttention,
     PerceiverIOLayer,
@@ -197,4 +197,4 @@ def test_pointer_network_scores_each_pair_and_normalises_over_the_allowed_elemen
 
 def test_docstring_examples_run() -> None:
     torch.manual_seed(0)
-    assert doctest.testmod(rl8lite.nn.modules.attention).failed == 0
+    assert doctest.testmod(rl8lite.nn.modules).failed == 0

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import rl8lite.nn.modules.layers
+import rl8lite.nn.modules
 from rl8lite.nn import (
     MLP,
     Module,
@@ -136,7 +136,7 @@ def test_module_subclasses_must_implement_forward() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    assert doctest.testmod(rl8lite.nn.modules.layers).failed == 0
+    assert doctest.testmod(rl8lite.nn.modules).failed == 0
 
 
 def test_rl8s_layer_names_import_from_rl8lite_nn_modules() -> None:

@@ -15,7 +15,7 @@ from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole
-from rl8lite.tracking import video
+from rl8lite.trainers import videos as video
 
 from .helpers import MemoryTracker
 

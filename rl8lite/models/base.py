@@ -1,6 +1,5 @@
 """The model protocol: ``forward(obs) -> (features, values)`` in one pass, and the view
-requirements (windows of past observations) a model may declare. rl8's interface is adapted
-in :mod:`rl8lite.models.rl8_style`."""
+requirements (windows of past observations) a model may declare."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any, Protocol
 
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Spec
@@ -18,20 +17,14 @@ from ..views import ViewKind, ViewRequirement
 class Model(nn.Module):
     """Base class of policy models: one stateless forward pass gives the distribution's
     features ``[B, num_inputs]`` and the values ``[B, 1]``; ``**config`` is kept in
-    :attr:`config`.
-
-    With ``view_requirements[key] = ViewRequirement(shift=k)``, ``k > 0``, the entry ``key``
-    reaches ``forward`` as a TensorDict of the ``k + 1`` steps ending at the current one
-    (``DataKeys.INPUTS``, ``[B, k + 1, ...]``) and which are padding (``PADDING_MASK``): steps
-    before the episode's first, zeroed. Windows continue across collects without env resets.
+    :attr:`config`. With ``view_requirements[key] = ViewRequirement(shift=k)``, ``k > 0``,
+    ``key`` reaches ``forward`` as a TensorDict of the ``k + 1`` steps ending at the current one
+    (``DataKeys.INPUTS``, ``[B, k + 1, ...]``) and which are padding (``PADDING_MASK``: steps
+    before the episode's first, zeroed); windows continue across collects.
 
     Examples:
-        A model that sees the last 4 observations of a vector env:
-
-        >>> from rl8lite.data import DataKeys
         >>> from rl8lite.specs import Categorical, Unbounded
-        >>> from rl8lite.views import ViewRequirement
-        >>> class Stacked(Model):
+        >>> class Stacked(Model):  # sees the last 4 observations
         ...     def __init__(self, observation_spec, action_spec, /):
         ...         super().__init__(observation_spec, action_spec)
         ...         self.view_requirements[DataKeys.OBS] = ViewRequirement(shift=3)
@@ -64,9 +57,8 @@ class Model(nn.Module):
         """The device of the model's parameters (the CPU for a model without any)."""
         return next(self.parameters(), torch.empty(0)).device
 
-    def apply_view_requirements(
-        self, batch: TensorDict, /, *, kind: ViewKind = "last"
-    ) -> TensorDict:
+    def apply_view_requirements(self, batch: TensorDict, /, *,
+                                kind: ViewKind = "last") -> TensorDict:
         """The model's input for a batch of sequences ``[B, T]`` (rl8's method), each one
         episode: at each sequence's last step (``kind="last"``, batch ``[B]``) or at every
         step (``"all"``, batch ``[B * T]``, row ``b * T + t``)."""
@@ -76,9 +68,8 @@ class Model(nn.Module):
             out[key] = apply(key, batch)
         sizes = {key: item.shape[0] for key, item in out.items()}
         if len(set(sizes.values())) > 1:
-            raise RuntimeError(
-                f"{type(self).__name__}'s view requirements give different batch sizes {sizes}"
-            )
+            raise RuntimeError(f"{type(self).__name__}'s view requirements give different batch"
+                               f" sizes {sizes}")
         result = TensorDict({}, batch_size=[next(iter(sizes.values()))], device=batch.device)
         for key, item in out.items():
             result.set(key, item)
@@ -89,32 +80,28 @@ class Model(nn.Module):
         """Steps at the start of each sequence that ``apply_view_requirements(kind="all")``
         makes no input for (rl8's)."""
         self.validate_view_requirements()
-        return next(iter(r.drop_size for r in self.view_requirements.values()), 0)
+        return next((r.drop_size for r in self.view_requirements.values()), 0)
 
     def validate_view_requirements(self) -> None:
         """Raise ``RuntimeError`` if view requirements drop different numbers of steps."""
         drop_sizes = {key: r.drop_size for key, r in self.view_requirements.items()}
         if len(set(drop_sizes.values())) > 1:
-            raise RuntimeError(
-                f"{type(self).__name__}'s view requirements drop different numbers of steps"
-                f" {drop_sizes}, an ambiguous batch size: use method='padded_rolling_window'"
-            )
+            raise RuntimeError(f"{type(self).__name__}'s view requirements drop different numbers"
+                               f" of steps {drop_sizes}, an ambiguous batch size: use"
+                               " method='padded_rolling_window'")
 
-    def forward(  # type: ignore[override]
-        self, obs: torch.Tensor | TensorDict
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Tensor | TensorDict) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         raise NotImplementedError
 
-    #: Whether :meth:`forward_features` and :meth:`forward_values` each compute one output
-    #: without the other (no shared layers): the collect then computes all values in one
-    #: batched pass after the rollout. Ignored while the model has forward hooks.
+    #: Whether :meth:`forward_features` and :meth:`forward_values` share no layers: the collect
+    #: then computes all values in one pass after the rollout. Ignored with forward hooks.
     separable: bool = False
 
-    def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+    def forward_features(self, obs: Tensor | TensorDict) -> Tensor:
         """The features alone (``forward(obs)[0]`` unless a separable model overrides it)."""
         return self(obs)[0]
 
-    def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+    def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
         """The values alone (``forward(obs)[1]`` unless a separable model overrides it)."""
         return self(obs)[1]
 

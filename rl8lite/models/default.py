@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Composite, Spec, TensorSpec
@@ -22,7 +22,7 @@ class InplaceTanh(nn.Tanh):
     """``tanh`` written over its input (its backward needs only its output, and nothing else
     reads a linear layer's output): one activation-sized buffer less per layer."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         return x.tanh_()
 
 
@@ -41,10 +41,9 @@ def _vector_entries(spec: Spec) -> list[tuple[str, TensorSpec]]:
             for k, s in _vector_entries(spec[key])
         ]
     if len(spec.shape) > 1:
-        raise TypeError(
-            f"The default model takes vector observations; received shape {list(spec.shape)}."
-            " Pass model_cls= for images or other structured observations."
-        )
+        raise TypeError(f"The default model takes vector observations; received shape"
+                        f" {list(spec.shape)}. Pass model_cls= for images or other structured"
+                        " observations.")
     return [("", spec)]
 
 
@@ -53,7 +52,7 @@ def flat_obs_size(spec: Spec) -> int:
     return sum(max(1, math.prod(s.shape)) for _, s in _vector_entries(spec))
 
 
-def flatten_obs(obs: torch.Tensor | TensorDict, spec: Spec) -> torch.Tensor:
+def flatten_obs(obs: Tensor | TensorDict, spec: Spec) -> Tensor:
     """The vector entries of a (composite) observation concatenated into ``[B, D]`` floats."""
     if not isinstance(spec, Composite):
         if obs.dim() != 2:
@@ -68,7 +67,7 @@ class Linear(nn.Linear):
     out``) on a CPU, so the weight gradient is ``x^T g``: MKL computes the narrow ``g^T x``
     5-8x below its usual rate. Same parameters, same math."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         # grad mode first: exports and collects (no autograd) never test the batch size
         if (torch.is_grad_enabled() and self.weight.requires_grad and x.device.type == "cpu"
                 and self.in_features < self.out_features and x.dim() == 2 and x.shape[0] >= 64):
@@ -81,7 +80,7 @@ class HooklessSequential(nn.Sequential):
     """An ``nn.Sequential`` that calls its layers' ``forward`` directly, skipping their hook
     dispatch (a quarter of a small batch's forward time on a CPU); its own hooks still run."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
         for layer in self:
             x = layer.forward(x)
         return x
@@ -91,9 +90,8 @@ def mlp(in_features: int, hiddens: Sequence[int], out_features: int, activation:
         out_gain: float) -> HooklessSequential:
     """An MLP with orthogonal init (gain sqrt(2) inside, ``out_gain`` on the head), zero biases."""
     if activation not in _ACTIVATIONS:
-        raise ValueError(
-            f"activation must be one of {sorted(_ACTIVATIONS)}, received {activation!r}"
-        )
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, received"
+                         f" {activation!r}")
     layers: list[nn.Module] = []
     widths = [in_features, *hiddens, out_features]
     for i, (width, out) in enumerate(itertools.pairwise(widths)):
@@ -116,7 +114,7 @@ def actor_head(
     return mlp(in_features, hiddens, outputs, activation, out_gain=0.01), log_std
 
 
-def with_log_std(features: torch.Tensor, log_std: torch.Tensor | None) -> torch.Tensor:
+def with_log_std(features: Tensor, log_std: Tensor | None) -> Tensor:
     """``features ‖ log_std`` (the log-std repeated for every row), or ``features``."""
     if log_std is None:
         return features
@@ -124,27 +122,21 @@ def with_log_std(features: torch.Tensor, log_std: torch.Tensor | None) -> torch.
 
 
 class DefaultModel(Model):
-    """Separate actor and critic MLPs of ``hiddens`` over the (concatenated) vector
-    observation. With ``gaussian``, the features are ``mean ‖ log_std``, a learned,
-    state-independent log-std. ``activation``: ``"tanh"``, ``"relu"``, ``"elu"``,
-    ``"gelu"`` or ``"silu"``.
-    """
+    """Separate actor and critic MLPs of ``hiddens`` over the (concatenated) vector observation;
+    with ``gaussian``, features ``mean ‖ log_std``, a learned, state-independent log-std.
+    ``activation``: ``"tanh"``, ``"relu"``, ``"elu"``, ``"gelu"`` or ``"silu"``."""
 
     separable = True
 
-    def __init__(
-        self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
-        gaussian: bool = False, hiddens: Sequence[int] = (64, 64), activation: str = "tanh",
-        init_log_std: float = 0.0,
-    ) -> None:
-        super().__init__(
-            observation_spec, action_spec, num_features=num_features, gaussian=gaussian,
-            hiddens=list(hiddens), activation=activation, init_log_std=init_log_std,
-        )
+    def __init__(self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
+                 gaussian: bool = False, hiddens: Sequence[int] = (64, 64),
+                 activation: str = "tanh", init_log_std: float = 0.0) -> None:
+        super().__init__(observation_spec, action_spec, num_features=num_features,
+                         gaussian=gaussian, hiddens=list(hiddens), activation=activation,
+                         init_log_std=init_log_std)
         in_features = flat_obs_size(observation_spec)
-        self.actor, log_std = actor_head(
-            in_features, hiddens, num_features, gaussian, activation, init_log_std
-        )
+        self.actor, log_std = actor_head(in_features, hiddens, num_features, gaussian, activation,
+                                         init_log_std)
         self.critic = mlp(in_features, hiddens, 1, activation, out_gain=1.0)
         self.log_std = log_std  # registered after the critic: the parameters' order
 
@@ -154,15 +146,13 @@ class DefaultModel(Model):
         if "forward" in vars(cls) and "separable" not in vars(cls):
             cls.separable = False
 
-    def forward(  # type: ignore[override]
-        self, obs: torch.Tensor | TensorDict
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Tensor | TensorDict) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         x = flatten_obs(obs, self.observation_spec)
         return with_log_std(self.actor(x), self.log_std), self.critic(x)
 
-    def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+    def forward_features(self, obs: Tensor | TensorDict) -> Tensor:
         x = flatten_obs(obs, self.observation_spec)
         return with_log_std(self.actor(x), self.log_std)
 
-    def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
+    def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
         return self.critic(flatten_obs(obs, self.observation_spec))

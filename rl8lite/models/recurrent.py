@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Composite, Spec, Unbounded
@@ -21,13 +21,13 @@ class RecurrentModel(Model):
 
     state_size: int
 
-    def init_states(self, batch_size: int, device: torch.device) -> torch.Tensor:
+    def init_states(self, batch_size: int, device: torch.device) -> Tensor:
         """Initial (zero) states ``[batch_size, state_size]``."""
         return torch.zeros(batch_size, self.state_size, device=device)
 
     def forward(  # type: ignore[override]
-        self, obs: torch.Tensor | TensorDict, states: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, obs: Tensor | TensorDict, states: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
 
 
@@ -35,17 +35,13 @@ class DefaultRecurrentModel(RecurrentModel):
     """Encoder MLP of ``hiddens``, an LSTM cell of the last width, then actor and critic heads;
     state = ``h ‖ c``. Arguments as :class:`~rl8lite.models.DefaultModel`'s."""
 
-    def __init__(
-        self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
-        gaussian: bool = False, hiddens: Sequence[int] = (64,), activation: str = "tanh",
-        init_log_std: float = 0.0,
-    ) -> None:
-        super().__init__(
-            observation_spec, action_spec, num_features=num_features, gaussian=gaussian,
-            hiddens=list(hiddens), activation=activation, init_log_std=init_log_std,
-        )
-        width = hiddens[-1]
-        self.hidden_size = width
+    def __init__(self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
+                 gaussian: bool = False, hiddens: Sequence[int] = (64,),
+                 activation: str = "tanh", init_log_std: float = 0.0) -> None:
+        super().__init__(observation_spec, action_spec, num_features=num_features,
+                         gaussian=gaussian, hiddens=list(hiddens), activation=activation,
+                         init_log_std=init_log_std)
+        width = self.hidden_size = hiddens[-1]
         self.state_size = 2 * width
         #: The parts of the flat state ``h ‖ c`` (rl8's names and shapes, one LSTM layer).
         self.state_spec = Composite({
@@ -55,15 +51,14 @@ class DefaultRecurrentModel(RecurrentModel):
         in_features = flat_obs_size(observation_spec)
         self.encoder = mlp(in_features, hiddens[:-1], width, activation, out_gain=1.0)
         self.lstm = nn.LSTMCell(width, width)
-        self.actor, log_std = actor_head(
-            width, (), num_features, gaussian, activation, init_log_std
-        )
+        self.actor, log_std = actor_head(width, (), num_features, gaussian, activation,
+                                         init_log_std)
         self.critic = mlp(width, (), 1, activation, out_gain=1.0)
-        self.log_std = log_std
+        self.log_std = log_std  # after the critic: the parameters' order
 
     def forward(  # type: ignore[override]
-        self, obs: torch.Tensor | TensorDict, states: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, obs: Tensor | TensorDict, states: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
         x = torch.tanh(self.encoder(flatten_obs(obs, self.observation_spec)))
         h, c = self.lstm(x, states.split(self.hidden_size, dim=-1))
         return with_log_std(self.actor(h), self.log_std), self.critic(h), torch.cat([h, c], dim=-1)

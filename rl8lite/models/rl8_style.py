@@ -1,6 +1,6 @@
 """rl8's model interface (``forward(batch)`` returning a feature TensorDict, then
-``value_function()``; recurrent: ``forward(batch, states)`` with TensorDict states described
-by ``state_spec``), adapted to rl8lite's stateless protocol in this one place."""
+``value_function()``; recurrent: ``forward(batch, states)``, states described by
+``state_spec``), adapted to rl8lite's stateless protocol."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Composite
+from .base import Model
 from .recurrent import RecurrentModel
 
 __all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "is_rl8_style", "stateless"]
@@ -23,9 +24,7 @@ def is_rl8_style(model: nn.Module) -> bool:
     return callable(getattr(model, "value_function", None))
 
 
-def flat_features(
-    features: TensorDict | torch.Tensor, *, model_name: str = "the model"
-) -> torch.Tensor:
+def flat_features(features: TensorDict | Tensor, *, model_name: str = "the model") -> Tensor:
     """rl8's feature TensorDict as the ``[B, num_inputs]`` tensor rl8lite's distributions take:
     ``"logits"`` ``[B, ..., n]`` as ``[B, n]``, ``"mean"`` and ``"log_std"`` as
     ``mean ‖ log_std``; a ``TypeError`` for other features.
@@ -37,10 +36,9 @@ def flat_features(
         >>> flat_features(td)[0]
         tensor([0., 0., 1., 1.])
     """
-    if isinstance(features, torch.Tensor):
+    if isinstance(features, Tensor):
         return features
-    rows = features.batch_size[0]
-    keys = set(features.keys())
+    rows, keys = features.batch_size[0], set(features.keys())
     if "logits" in keys:
         return features["logits"].reshape(rows, -1)
     if {"mean", "log_std"} <= keys:
@@ -63,23 +61,18 @@ class Rl8Model:
         self.model = model
         self.name = type(model).__name__
 
-    def features_and_values(
-        self, obs: torch.Tensor | TensorDict
-    ) -> tuple[TensorDict, torch.Tensor]:
+    def features_and_values(self, obs: Tensor | TensorDict) -> tuple[TensorDict, Tensor]:
         """rl8's own outputs: the model's feature TensorDict and its values ``[B, 1]``."""
         batch = TensorDict({DataKeys.OBS: obs}, batch_size=[obs.shape[0]], device=obs.device)
         features = self.model(batch)
         return features, self.model.value_function().reshape(-1, 1)
 
-    def __call__(self, obs: torch.Tensor | TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, obs: Tensor | TensorDict) -> tuple[Tensor, Tensor]:
         features, values = self.features_and_values(obs)
         return flat_features(features, model_name=self.name), values
 
-    def forward_features(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
-        return self(obs)[0]
-
-    def forward_values(self, obs: torch.Tensor | TensorDict) -> torch.Tensor:
-        return self(obs)[1]
+    forward_features = Model.forward_features  # self(obs)[0]
+    forward_values = Model.forward_values  # self(obs)[1]
 
 
 class Rl8RecurrentModel:
@@ -90,18 +83,15 @@ class Rl8RecurrentModel:
     def __init__(self, model: nn.Module) -> None:
         spec = getattr(model, "state_spec", None)
         if not isinstance(spec, Composite):
-            raise TypeError(
-                f"{type(model).__name__} follows rl8's recurrent interface (value_function) but has"
-                f" no state_spec Composite describing its states (received {spec!r})"
-            )
+            raise TypeError(f"{type(model).__name__} follows rl8's recurrent interface"
+                            " (value_function) but has no state_spec Composite describing its"
+                            f" states (received {spec!r})")
         self.model = model
         self.name = type(model).__name__
         self.leaves = [(key, tuple(leaf.shape)) for key, leaf in _leaves(spec)]
         self.state_size = sum(math.prod(shape) for _, shape in self.leaves)
 
-    def init_states(
-        self, batch_size: int, device: torch.device | str | None = None
-    ) -> torch.Tensor:
+    def init_states(self, batch_size: int, device: torch.device | str | None = None) -> Tensor:
         """The model's initial states (its ``init_states(n)``, else zeros), flat."""
         own = getattr(type(self.model), "init_states", None)
         if own is not None and own is not RecurrentModel.init_states:  # rl8's init_states(n)
@@ -110,12 +100,12 @@ class Rl8RecurrentModel:
             states = torch.zeros(batch_size, self.state_size)
         return states.to(device) if device is not None else states
 
-    def flat_states(self, states: TensorDict) -> torch.Tensor:
+    def flat_states(self, states: TensorDict) -> Tensor:
         """``[B, state_size]`` from rl8's state TensorDict (``[B]`` or ``[B, 1]``)."""
         rows = states.batch_size[0]
         return torch.cat([states.get(key).reshape(rows, -1) for key, _ in self.leaves], dim=-1)
 
-    def states_td(self, states: torch.Tensor, *, time_dim: bool = False) -> TensorDict:
+    def states_td(self, states: Tensor, *, time_dim: bool = False) -> TensorDict:
         """rl8's state TensorDict (``[B]``, or ``[B, 1]`` with ``time_dim``) from flat states."""
         rows = states.shape[0]
         td = TensorDict({}, batch_size=[rows, 1] if time_dim else [rows], device=states.device)
@@ -124,13 +114,9 @@ class Rl8RecurrentModel:
             td.set(key, part.reshape(rows, *([1] if time_dim else []), *shape))
         return td
 
-    def __call__(
-        self, obs: torch.Tensor | TensorDict, states: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def __call__(self, obs: Tensor | TensorDict, states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         rows = obs.shape[0]
-        batch = TensorDict(
-            {DataKeys.OBS: obs.unsqueeze(1)}, batch_size=[rows, 1], device=obs.device
-        )
+        batch = TensorDict({DataKeys.OBS: obs.unsqueeze(1)}, [rows, 1], device=obs.device)
         features, next_states = self.model(batch, self.states_td(states, time_dim=True))
         values = self.model.value_function().reshape(-1, 1)
         return flat_features(features, model_name=self.name), values, self.flat_states(next_states)
@@ -138,12 +124,11 @@ class Rl8RecurrentModel:
 
 def _leaves(spec: Composite, prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
     out = []
-    for key in spec:
-        leaf = spec[key]
+    for key, leaf in spec.items():
+        path = (*prefix, key)
         if isinstance(leaf, Composite):
-            out.extend(_leaves(leaf, (*prefix, key)))
+            out.extend(_leaves(leaf, path))
         else:
-            path = (*prefix, key)
             out.append((path[0] if len(path) == 1 else path, leaf))
     return out
 

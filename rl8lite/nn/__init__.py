@@ -2,8 +2,6 @@
 and :mod:`~rl8lite.nn.functional`.
 
 Examples:
-    A transformer over a view's window of past prices, pooled over its valid steps:
-
     >>> import torch
     >>> from rl8lite.nn import SelfAttention, SelfAttentionStack, masked_avg
     >>> from rl8lite.views import pad_last_sequence

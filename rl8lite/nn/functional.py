@@ -1,13 +1,12 @@
-"""Masks, masked pooling and sampling over padded sequences (rl8's ``rl8.nn.functional``).
-
-A *valid* mask is ``True`` (nonzero) where a value is real: pass ``~padding_mask`` for a view's
-``DataKeys.PADDING_MASK``. A *float* mask is 0 where valid and ``-inf`` where not.
-"""
+"""Masks, masked pooling and sampling over padded sequences (rl8's ``rl8.nn.functional``). A
+*valid* mask is nonzero where a value is real (``~padding_mask`` of a view); a *float* mask is 0
+where valid and ``-inf`` where not."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from .ppo import generalized_advantage_estimate, ppo_losses
 
@@ -27,11 +26,11 @@ def check_skip_kind(kind: str | None) -> None:
         raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
 
 
-def _expand_mask(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def _expand_mask(mask: Tensor, like: Tensor) -> Tensor:
     return mask.reshape(*mask.shape, *[1] * (like.dim() - mask.dim()))
 
 
-def _masked_lowest(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _masked_lowest(x: Tensor, mask: Tensor | None) -> Tensor:
     """``x`` with its invalid values at its dtype's lowest finite value."""
     if mask is None:
         return x
@@ -39,7 +38,7 @@ def _masked_lowest(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return x.masked_fill(_expand_mask(mask, x) == 0, lowest)
 
 
-def binary_mask_to_float_mask(mask: torch.Tensor, /) -> torch.Tensor:
+def binary_mask_to_float_mask(mask: Tensor, /) -> Tensor:
     """A valid mask as a float32 additive mask: 0 where valid, ``-inf`` where not.
 
     Examples:
@@ -49,7 +48,7 @@ def binary_mask_to_float_mask(mask: torch.Tensor, /) -> torch.Tensor:
     return torch.zeros(mask.shape, device=mask.device).masked_fill(mask == 0, float("-inf"))
 
 
-def float_mask_to_binary_mask(mask: torch.Tensor, /) -> torch.Tensor:
+def float_mask_to_binary_mask(mask: Tensor, /) -> Tensor:
     """An additive float mask as a bool valid mask: ``False`` exactly where it is ``-inf``.
 
     Examples:
@@ -59,7 +58,7 @@ def float_mask_to_binary_mask(mask: torch.Tensor, /) -> torch.Tensor:
     return mask != float("-inf")
 
 
-def mask_from_lengths(x: torch.Tensor, lengths: torch.Tensor, /) -> torch.Tensor:
+def mask_from_lengths(x: Tensor, lengths: Tensor, /) -> Tensor:
     """``[B, T]`` valid mask of sequences ``x`` ``[B, T, ...]`` of ``lengths`` real steps.
 
     Examples:
@@ -71,9 +70,8 @@ def mask_from_lengths(x: torch.Tensor, lengths: torch.Tensor, /) -> torch.Tensor
     return steps < lengths.reshape(-1, 1).long()
 
 
-def masked_avg(
-    x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1, keepdim: bool = False
-) -> torch.Tensor:
+def masked_avg(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1,
+               keepdim: bool = False) -> Tensor:
     """The mean of ``x`` ``[B, T, ...]`` along ``dim`` over its valid values (NaN where none
     is); ``mask`` covers a leading part of ``x``'s shape, and a float one weights the values.
 
@@ -89,9 +87,7 @@ def masked_avg(
     return total / weights.expand_as(x).sum(dim=dim, keepdim=keepdim)
 
 
-def masked_max(
-    x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
+def masked_max(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1) -> tuple[Tensor, Tensor]:
     """``(max, argmax)`` of ``x`` ``[B, T, ...]`` along ``dim`` (kept) over its valid values
     (the dtype's lowest value at index 0 where none is); ``mask`` covers ``x``'s leading dims.
 
@@ -104,9 +100,7 @@ def masked_max(
     return x.gather(dim, index), index
 
 
-def masked_log_softmax(
-    x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = -1
-) -> torch.Tensor:
+def masked_log_softmax(x: Tensor, /, *, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Log-softmax of logits ``x`` along ``dim`` over the valid values (invalid ones get
     probability 0); ``mask`` broadcasts against ``x`` once trailing dims are added.
 
@@ -118,9 +112,8 @@ def masked_log_softmax(
     return F.log_softmax(_masked_lowest(x, mask), dim=dim)
 
 
-def masked_categorical_sample(
-    x: torch.Tensor, /, *, mask: torch.Tensor | None = None, dim: int = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
+def masked_categorical_sample(x: Tensor, /, *, mask: Tensor | None = None,
+                              dim: int = 1) -> tuple[Tensor, Tensor]:
     """One valid category per row of logits ``x`` ``[B, ..., N]``: ``(logits, samples)``, the
     drawn indices ``[B, ..., 1]`` and the (masked) logits at them along ``dim``.
 
@@ -135,9 +128,7 @@ def masked_categorical_sample(
     return x.gather(dim, samples), samples
 
 
-def skip_connection(
-    x: torch.Tensor, y: torch.Tensor, /, *, kind: str | None = "cat", dim: int = -1
-) -> torch.Tensor:
+def skip_connection(x: Tensor, y: Tensor, /, *, kind: str | None = "cat", dim: int = -1) -> Tensor:
     """Join a layer's input ``x`` and output ``y``: ``"residual"`` adds them, ``"cat"``
     concatenates them along ``dim``, ``None`` returns ``y``.
 

@@ -1,5 +1,4 @@
-"""PPO's math as pure functions of tensors, and rl8's TensorDict forms of it (index
-convention: :func:`gae`)."""
+"""PPO's math as pure functions of tensors, and rl8's TensorDict forms of it."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
+from torch import Tensor
 
 from ..data import DataKeys
 
@@ -25,23 +25,14 @@ def copy_slices(num_copies: int, num_steps: int, device: torch.device | str = "c
     if torch.device(device).type != "cpu":
         return [slice(0, num_copies)]
     per_slice = max(1, elements // max(1, num_steps))
-    return [
-        slice(start, min(start + per_slice, num_copies))
-        for start in range(0, num_copies, per_slice)
-    ]
+    return [slice(i, min(i + per_slice, num_copies)) for i in range(0, num_copies, per_slice)]
 
 
 def gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    *,
-    gamma: float,
-    gae_lambda: float,
-    terminated: torch.Tensor | None = None,
-    truncated: torch.Tensor | None = None,
-    final_values: torch.Tensor | None = None,
-    out: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    rewards: Tensor, values: Tensor, *, gamma: float, gae_lambda: float,
+    terminated: Tensor | None = None, truncated: Tensor | None = None,
+    final_values: Tensor | None = None, out: tuple[Tensor, Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
     """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438):
     ``(advantages, returns)``, each ``[N, T]``, in the promoted float dtype of the inputs,
     written into ``out`` if given.
@@ -70,10 +61,7 @@ def gae(
     dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
     differentiable = any(x is not None and x.requires_grad for x in (rewards, values, final_values))
     if out is None and not differentiable:
-        out = (
-            rewards.new_empty(num_envs, num_steps, dtype=dtype),
-            rewards.new_empty(num_envs, num_steps, dtype=dtype),
-        )
+        out = tuple(rewards.new_empty(num_envs, num_steps, dtype=dtype) for _ in range(2))
     parts = []
     for rows in copy_slices(num_envs, num_steps, rewards.device):
         deltas, continues = _deltas_and_continues(
@@ -95,7 +83,7 @@ def gae(
     return out
 
 
-def _recursion(deltas: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
+def _recursion(deltas: Tensor, decay: Tensor) -> Tensor:
     """``A_t = delta_t + decay_t * A_{t+1}`` over time-major ``[T, n]`` (in place if no grad)."""
     if deltas.requires_grad:
         running, steps = torch.zeros_like(deltas[0]), []
@@ -110,9 +98,9 @@ def _recursion(deltas: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
 
 
 def _deltas_and_continues(
-    rewards: torch.Tensor, values: torch.Tensor, gamma: float, terminated: torch.Tensor | None,
-    truncated: torch.Tensor | None, final_values: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    rewards: Tensor, values: Tensor, gamma: float, terminated: Tensor | None,
+    truncated: Tensor | None, final_values: Tensor | None,
+) -> tuple[Tensor, Tensor]:
     next_values, continues = values[:, 1:], torch.ones_like(rewards)
     if truncated is not None:
         next_values = torch.where(truncated, final_values, next_values)
@@ -123,13 +111,13 @@ def _deltas_and_continues(
     return rewards + gamma * next_values - values[:, :-1], continues
 
 
-def normalization(x: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+def normalization(x: Tensor, eps: float = 1e-8) -> tuple[Tensor, Tensor]:
     """``(mean, std + eps)`` over every element (unbiased std)."""
     std, mean = torch.std_mean(x)
     return mean, std + eps
 
 
-def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+def normalize(x: Tensor, eps: float = 1e-8) -> Tensor:
     """``(x - mean) / (std + eps)`` over every element."""
     mean, scale = normalization(x, eps)
     return (x - mean) / scale
@@ -138,29 +126,19 @@ def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 class PPOLosses(NamedTuple):
     """Loss components (0-d tensors, means over the batch) and monitors."""
 
-    total: torch.Tensor
-    policy: torch.Tensor
-    vf: torch.Tensor
-    entropy: torch.Tensor
-    kl_div: torch.Tensor
-    clip_fraction: torch.Tensor
+    total: Tensor
+    policy: Tensor
+    vf: Tensor
+    entropy: Tensor
+    kl_div: Tensor
+    clip_fraction: Tensor
 
 
 def ppo_loss(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    values: torch.Tensor,
-    old_values: torch.Tensor,
-    returns: torch.Tensor,
-    entropy: torch.Tensor,
-    clip_param: float,
-    dual_clip_param: float | None = None,
-    vf_clip_param: float | None = None,
-    vf_coeff: float = 1.0,
-    entropy_coeff: float | torch.Tensor = 0.0,
-    vf_loss: str = "squared",
+    *, logp: Tensor, old_logp: Tensor, advantages: Tensor, values: Tensor, old_values: Tensor,
+    returns: Tensor, entropy: Tensor, clip_param: float, dual_clip_param: float | None = None,
+    vf_clip_param: float | None = None, vf_coeff: float = 1.0,
+    entropy_coeff: float | Tensor = 0.0, vf_loss: str = "squared",
 ) -> PPOLosses:
     """Proximal Policy Optimization loss (Schulman et al. 2017, arXiv:1707.06347).
 
@@ -189,13 +167,11 @@ def ppo_loss(
     """
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
-    objective = torch.min(
-        ratio * advantages, ratio.clamp(1.0 - clip_param, 1.0 + clip_param) * advantages
-    )
+    clipped_ratio = ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
+    objective = torch.min(ratio * advantages, clipped_ratio * advantages)
     if dual_clip_param is not None:
-        objective = torch.where(
-            advantages < 0, torch.max(objective, dual_clip_param * advantages), objective
-        )
+        dual = torch.max(objective, dual_clip_param * advantages)
+        objective = torch.where(advantages < 0, dual, objective)
     policy_loss = -objective.mean()
     if vf_loss == "smooth_l1":
         huber = F.smooth_l1_loss(values, returns, reduction="none")
@@ -215,15 +191,8 @@ def ppo_loss(
 
 
 def generalized_advantage_estimate(
-    batch: TensorDict,
-    /,
-    *,
-    gae_lambda: float = 0.95,
-    gamma: float = 0.95,
-    inplace: bool = False,
-    normalize_advantages: bool = True,
-    return_returns: bool = True,
-    reward_scale: float = 1.0,
+    batch: TensorDict, /, *, gae_lambda: float = 0.95, gamma: float = 0.95, inplace: bool = False,
+    normalize_advantages: bool = True, return_returns: bool = True, reward_scale: float = 1.0,
 ) -> TensorDict:
     """rl8's GAE (:func:`gae`) of ``"rewards"`` and ``"values"`` ``[B, T + 1, ...]`` (no
     episode ends; rewards at ``T`` unread, divided by ``reward_scale + 1e-8``): a TensorDict
@@ -239,14 +208,12 @@ def generalized_advantage_estimate(
         tensor([1.5000, 1.0000, 0.0000])
     """
 
-    def per_row(t: torch.Tensor) -> torch.Tensor:  # [B, T, ...] -> rows [B * ..., T]
+    def per_row(t: Tensor) -> Tensor:  # [B, T, ...] -> rows [B * ..., T]
         return t.movedim(1, -1).reshape(-1, t.shape[1])
 
     rewards, values = batch[DataKeys.REWARDS][:, :-1], batch[DataKeys.VALUES]
-    advantages, _ = gae(
-        per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma,
-        gae_lambda=gae_lambda,
-    )
+    advantages, _ = gae(per_row(rewards / (reward_scale + 1e-8)), per_row(values), gamma=gamma,
+                        gae_lambda=gae_lambda)
     advantages = advantages.reshape(*values[:, :-1].movedim(1, -1).shape).movedim(-1, 1)
     advantages = torch.cat([advantages.to(values.dtype), torch.zeros_like(values[:, -1:])], dim=1)
     out = batch if inplace else TensorDict({}, batch_size=batch.batch_size, device=batch.device)
@@ -259,22 +226,14 @@ def generalized_advantage_estimate(
 
 
 def ppo_losses(
-    buffer_batch: TensorDict,
-    sample_batch: TensorDict,
-    sample_distribution: Distribution,
-    /,
-    *,
-    clip_param: float = 0.2,
-    dual_clip_param: float | None = 5.0,
-    entropy_coeff: float = 0.0,
-    vf_clip_param: float = 1.0,
-    vf_coeff: float = 1.0,
+    buffer_batch: TensorDict, sample_batch: TensorDict, sample_distribution: Distribution, /, *,
+    clip_param: float = 0.2, dual_clip_param: float | None = 5.0, entropy_coeff: float = 0.0,
+    vf_clip_param: float = 1.0, vf_coeff: float = 1.0,
 ) -> TensorDict:
-    """rl8's PPO loss of one batch: :func:`ppo_loss` with ``vf_loss="smooth_l1"`` of the
-    rollout's ``"actions"``, ``"logp"``, ``"advantages"`` and ``"returns"``, the policy's
-    ``"values"`` and distribution now (``dual_clip_param`` ``None`` or 0: off; entropy not
-    computed at ``entropy_coeff`` 0). Returns 0-d ``"policy"`` (the surrogate objective,
-    rl8's sign), ``"vf"``, ``"entropy"`` and ``"total"``.
+    """rl8's PPO loss: :func:`ppo_loss` (``vf_loss="smooth_l1"``; ``dual_clip_param`` 0: off) of
+    the rollout's ``"actions"``, ``"logp"``, ``"advantages"``, ``"returns"`` and the policy's
+    ``"values"`` and distribution now: 0-d ``"policy"`` (the surrogate objective, rl8's sign),
+    ``"vf"``, ``"entropy"`` (0 at ``entropy_coeff`` 0) and ``"total"``.
 
     Examples:
         >>> from rl8lite.distributions import Categorical
@@ -289,10 +248,8 @@ def ppo_losses(
     """
     values = sample_batch[DataKeys.VALUES]
     logp = sample_distribution.logp(buffer_batch[DataKeys.ACTIONS])
-    entropy = (
-        sample_distribution.entropy() if entropy_coeff != 0
-        else torch.zeros((), device=logp.device)
-    )
+    zero = torch.zeros((), device=logp.device)
+    entropy = sample_distribution.entropy() if entropy_coeff != 0 else zero
     out = ppo_loss(
         logp=logp, old_logp=buffer_batch[DataKeys.LOGP],
         advantages=buffer_batch[DataKeys.ADVANTAGES], values=values, old_values=values,
@@ -300,7 +257,5 @@ def ppo_losses(
         clip_param=clip_param, dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
         vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1",
     )
-    return TensorDict(
-        {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total},
-        batch_size=[], device=logp.device,
-    )
+    losses = {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total}
+    return TensorDict(losses, batch_size=[], device=logp.device)

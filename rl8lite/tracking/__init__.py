@@ -1,7 +1,5 @@
-"""Experiment tracking, export and serving: the only package that imports mlflow (on first
-use: it adds seconds to a process's start). Here: the :class:`Tracker` protocol a
-:class:`~rl8lite.Trainer` logs through, a tracker that logs nothing, and where runs go.
-"""
+"""Experiment tracking, export and serving (the only package that imports mlflow, lazily): the
+:class:`Tracker` protocol, a tracker that logs nothing, and where runs go."""
 
 from __future__ import annotations
 
@@ -20,19 +18,12 @@ class TrackingError(RuntimeError):
 
 @runtime_checkable
 class Tracker(Protocol):
-    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default.
+    """What a :class:`~rl8lite.Trainer` logs through; :class:`MlflowTracker` is the default."""
 
-    Attributes:
-        run_id: The MLflow run (``None``: not MLflow; resuming then needs ``tracker=``).
-        tracking_uri: The MLflow store, or ``None``.
-        checkpoint_dir: Where checkpoints go (``None``: ``save_checkpoint`` needs ``path=``).
-        resumed: Whether the params are already logged (a continued run).
-    """
-
-    run_id: str | None
-    tracking_uri: str | None
-    checkpoint_dir: Path | None
-    resumed: bool
+    run_id: str | None  # the MLflow run; None: not MLflow (resuming then needs tracker=)
+    tracking_uri: str | None  # the MLflow store
+    checkpoint_dir: Path | None  # where checkpoints go; None: save_checkpoint needs path=
+    resumed: bool  # whether the params are already logged (a continued run)
 
     def log_params(self, params: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
@@ -45,10 +36,8 @@ class Tracker(Protocol):
 
 
 class NullTracker(Tracker):
-    """Logs nothing (the protocol's methods do nothing): the tracker of every rank but rank 0.
-
-    Args:
-        checkpoint_dir: The run's checkpoint folder (each rank writes its own file there).
+    """Logs nothing: the tracker of every rank but rank 0; each rank writes its checkpoint file
+    into ``checkpoint_dir``.
 
     Examples:
         >>> tracker = NullTracker("checkpoints/run")
@@ -107,8 +96,8 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri`` (with the ``mlflow``
-    executable beside the running Python, so that it works without activating the venv).
+    """The shell command that opens the MLflow UI on ``tracking_uri``, with the ``mlflow``
+    beside the running Python (no venv to activate).
 
     Examples:
         >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]

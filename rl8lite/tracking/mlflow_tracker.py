@@ -1,6 +1,5 @@
-"""The MLflow tracker: one run per trainer, params, buffered metrics, artifacts, the policy.
-Metrics wait in memory until a background thread writes them in batches; ``flush``, ``end``
-and interpreter exit write what is left (MLflow's async queue drops it at exit)."""
+"""The MLflow tracker: one run per trainer, params, metrics (buffered, written in batches by a
+background thread, and by ``flush``, ``end`` and interpreter exit), artifacts, the policy."""
 
 from __future__ import annotations
 
@@ -43,26 +42,20 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 
 
 class MlflowTracker:
-    """Logs one training run to MLflow through an explicit client and run id.
-
-    Logs into the run the user opened with ``mlflow.start_run`` (and never ends it), else
-    creates and owns a run: MLflow's active run until :meth:`end`, in MLflow's tracking URI
-    when the user set none. At interpreter exit, a run still open ends FAILED (KILLED on
+    """Logs one training run to MLflow through an explicit client and run id: into the run the
+    user opened with ``mlflow.start_run`` (never ending it), else into a run of its own, MLflow's
+    active run until :meth:`end`. At interpreter exit, a run still open ends FAILED (KILLED on
     Ctrl-C) when a script dies of an exception, else FINISHED.
 
     Args:
         experiment_name: Experiment to log into (created when missing); ``None``: the one
             the user set (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``),
             else ``default_experiment``.
-        default_experiment: The experiment when none is named or set.
-        run_name: Name of a new run (default: a random one, like MLflow's).
         tracking_uri: Store to use (default: the active run's store when a run is active,
             else :func:`~rl8lite.tracking.default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU) every
-            ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds; needs ``psutil``
-            (``pip install rl8lite[system-metrics]``).
+        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -97,8 +90,7 @@ class MlflowTracker:
         self.ended = False
         self.model_id: str | None = None  # the policy's LoggedModel, once logged
         self._pending: list[Metric] = []
-        self._pending_lock = threading.Lock()
-        self._write_lock = threading.Lock()  # one batch writer at a time
+        self._pending_lock, self._write_lock = threading.Lock(), threading.Lock()  # one writer
         self._writer: threading.Thread | None = None
         self._warned = False  # that a write failed and is retried
         self._system_metrics: Any = None
@@ -138,7 +130,7 @@ class MlflowTracker:
         _TRACKERS.add(self)
 
     def log_params(self, params: dict[str, Any]) -> None:
-        """Log params now; values longer than MLflow's limit are cut."""
+        """Log params now, values cut to MLflow's limit."""
         items = [Param(str(k), _param_value(v)) for k, v in params.items()]
         for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
@@ -211,9 +203,8 @@ class MlflowTracker:
         return f"runs:/{self.run_id}/{name}"
 
     def end(self, status: str = "FINISHED", *, message: str | None = None) -> None:
-        """Write the queued metrics, then mark an owned run ``status`` (FINISHED, FAILED or
-        KILLED) with ``message`` as its ``rl8lite.error`` tag; a user-opened run stays open.
-        Ending again only writes the queued metrics."""
+        """Write the queued metrics, then end an owned run with ``status`` (FINISHED, FAILED or
+        KILLED) and ``message`` as its ``rl8lite.error`` tag; again: only write the metrics."""
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, received {status!r}")
         if self.ended:
@@ -255,8 +246,7 @@ def _end_runs() -> None:
 
 
 def _uncaught_exception() -> BaseException | None:
-    """The exception a script dies of (``sys.last_value``); ``None`` in an interactive session
-    (where it may be an old one)."""
+    """The exception a script dies of; ``None`` in an interactive session (an old one)."""
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None:
         return None
@@ -270,8 +260,7 @@ def _param_value(value: Any) -> str:
 
 
 def _run_name() -> str:
-    """A name like MLflow's (``bold-fox-123``) drawn from the OS's entropy, not from the
-    global ``random`` (which a seed makes repeat) as MLflow's are."""
+    """A name like MLflow's (``bold-fox-123``), from the OS's entropy: a seed repeats MLflow's."""
     from mlflow.utils import name_utils
     rng = random.Random()
     predicates = getattr(name_utils, "_GENERATOR_PREDICATES", ["run"])
@@ -284,7 +273,7 @@ def _run_name() -> str:
 
 def _open_client(tracking_uri: str) -> MlflowClient:
     """A client whose store is ready: a lock file beside a SQLite database serialises the
-    creation of its tables (which fails when a sweep's processes do it at once; POSIX only)."""
+    creation of its tables (concurrent creation fails; POSIX only)."""
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri)
     database = Path(tracking_uri.removeprefix("sqlite:///"))
@@ -299,9 +288,8 @@ def _open_client(tracking_uri: str) -> MlflowClient:
 
 def _experiment_id(client: MlflowClient, tracking_uri: str, explicit: str | None,
                    default: str) -> str:
-    """The id of experiment ``explicit``, else of the one the user set (``mlflow.set_experiment``,
-    ``MLFLOW_EXPERIMENT_NAME`` or ``_ID``), else of ``default``; created when missing (on a
-    SQLite store, its artifacts beside the database rather than in the current directory)."""
+    """The id of experiment ``explicit``, else of the one the user set, else of ``default``;
+    created when missing (on a SQLite store, with its artifacts beside the database)."""
     name = explicit or os.environ.get("MLFLOW_EXPERIMENT_NAME")
     if not name and (experiment_id := os.environ.get("MLFLOW_EXPERIMENT_ID")):
         # set_experiment wrote the id of MLflow's current store, which may be another one
@@ -326,7 +314,7 @@ def _experiment_id(client: MlflowClient, tracking_uri: str, explicit: str | None
 
 @contextlib.contextmanager
 def _tracking_uri(uri: str) -> Iterator[None]:
-    """MLflow's tracking URI set to ``uri`` for the fluent calls inside (model logging)."""
+    """MLflow's tracking URI set to ``uri`` for the fluent calls inside."""
     previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
     mlflow.set_tracking_uri(uri)
     try:

@@ -37,8 +37,8 @@ __all__ = ["MLflowPolicyModel", "MLflowRecurrentPolicyModel", "pickle_policy", "
 _COLUMNS = (DataKeys.ACTIONS, DataKeys.LOGP, DataKeys.VALUES)
 
 
-def pickle_policy(policy: Any, path: str | os.PathLike[str], *, recurrent: bool = False
-                  ) -> PythonModel:
+def pickle_policy(policy: Any, path: str | os.PathLike[str], *,
+                  recurrent: bool = False) -> PythonModel:
     """Cloud-pickle ``policy`` to ``path``; the MLflow model that serves it."""
     with open(path, "wb") as f:
         cloudpickle.dump(policy, f)
@@ -99,23 +99,22 @@ class MLflowRecurrentPolicyModel(_PickledPolicy):
     ) -> list[pd.DataFrame]:
         policy = self.policy
         batch = _batch(model_input, policy.observation_spec, policy.device)
-        states = None
+        rows, states = batch.batch_size[0], None
         if isinstance(model_input, dict) and DataKeys.STATES in model_input:
             raw = model_input[DataKeys.STATES]
             if isinstance(raw, dict):
                 states = TensorDict({k: torch.as_tensor(np.asarray(v)) for k, v in raw.items()},
-                                    batch_size=[batch.batch_size[0]]).to(policy.device)
+                                    batch_size=[rows]).to(policy.device)
             else:
                 states = torch.as_tensor(np.asarray(raw), dtype=torch.float32, device=policy.device)
-                states = states.reshape(batch.batch_size[0], -1)
+                states = states.reshape(rows, -1)
         out, next_states = policy.sample(batch, states, deterministic=True, return_logp=True,
                                          return_values=True)
         return [td2df(out.select(*_COLUMNS)), td2df(_named_states(policy, next_states))]
 
 
 def _named_states(policy: Any, states: torch.Tensor) -> TensorDict:
-    """The flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one
-    ``"states"`` column)."""
+    """Flat states ``[B, state_size]`` split by the model's ``state_spec`` (else one column)."""
     spec, rows = policy.state_spec, states.shape[0]
     if not isinstance(spec, Composite):
         return TensorDict({DataKeys.STATES: states}, batch_size=[rows])

@@ -1,9 +1,13 @@
-"""Rollout videos: copy 0 of an env filmed while the policy acts (during training collects, as
-Isaac Lab's video wrapper does, or in a rollout of its own), encoded and logged to the run."""
+"""Rollout videos: copy 0 of an env filmed while the policy acts (during training collects, or
+in a rollout of its own), encoded as H.264 MP4 (PyAV, the ``video`` extra) or else as a GIF
+(Pillow), and logged to the run."""
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
+from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,11 @@ from ..data import DataKeys
 from ..env import Env
 from ..runtime.checkpoint_files import capture_rng, restore_rng
 from ..tracking import Tracker
-from ..tracking.video import check_frame, encode_video
 
 #: Frames per second when the env names none (``render_fps`` or ``metadata["render_fps"]``).
 DEFAULT_FPS = 30
+#: Frames wider than this many pixels are downscaled.
+MAX_WIDTH = 640
 
 
 class Filming:
@@ -111,3 +116,54 @@ def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) 
         tracker.log_metrics({f"{folder}/return": filming.episode_return,
                              f"{folder}/length": float(len(filming.frames))}, step=env_steps)
     return f"{folder}/{path.name}"
+
+
+def check_frame(frame: object, where: str) -> np.ndarray:
+    """``frame`` as an RGB ``uint8`` array ``[H, W, 3]``, else a ``ValueError`` naming ``where``."""
+    array = np.asarray(frame)
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
+        raise ValueError(f"{where} must return an RGB uint8 array [H, W, 3], received"
+                         f" {array.dtype} of shape {list(array.shape)}")
+    return array
+
+
+def downscale(frame: np.ndarray, max_width: int = MAX_WIDTH) -> np.ndarray:
+    """``frame`` at most ``max_width`` wide (aspect ratio kept), sides even (H.264's 4:2:0)."""
+    from PIL import Image
+    height, width = frame.shape[:2]
+    scale = min(1.0, max_width / width)
+    size = (max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2))
+    if size == (width, height):
+        return frame
+    return np.asarray(Image.fromarray(frame).resize(size, Image.Resampling.BILINEAR))
+
+
+def mp4_available() -> bool:
+    """Whether PyAV is installed (MP4); else videos are GIFs."""
+    return importlib.util.find_spec("av") is not None
+
+
+def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) -> Path:
+    """Write ``frames`` to ``<stem>.mp4`` (H.264), or ``<stem>.gif`` without PyAV; return it."""
+    if not frames:
+        raise ValueError("no frames to encode")
+    frames = [downscale(frame) for frame in frames]
+    if not mp4_available():
+        from PIL import Image
+        path, images = Path(f"{stem}.gif"), [Image.fromarray(frame) for frame in frames]
+        duration_ms = max(20, round(1000 / fps))  # browsers show GIF delays below 20 ms slower
+        images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+        return path
+    import av
+    path, (height, width) = Path(f"{stem}.mp4"), frames[0].shape[:2]
+    # faststart: the index first, so a browser plays the file before it has all of it
+    with av.open(str(path), "w", format="mp4", options={"movflags": "+faststart"}) as container:
+        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000))
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"crf": "23", "preset": "veryfast"}
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
