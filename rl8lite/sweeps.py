@@ -12,7 +12,9 @@ train config::
       max_steps: 40000               # env steps per trial
       trials: 6
       register: cartpole-sweep       # optional: the best policy, alias "champion"
-      pruner: median                 # optional (default none)
+      pruner: median                 # optional (default none): stop a trial whose metric falls
+                                     # below the earlier trials' median (after 2 trials, 1/4 of
+                                     # max_steps)
       params:
         algorithm_config.optimizer_config.lr: {log_uniform: [1.0e-4, 1.0e-2]}
         algorithm_config.num_sgd_iters: {choice: [2, 4, 8]}   # also uniform, int: [lo, hi]
@@ -297,7 +299,9 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
     mlflow.set_tracking_uri(uri)
     storage = MlflowStorage(experiment_id=experiment_id)
     pruners = optuna.pruners
-    pruner = pruners.MedianPruner() if sweep.pruner == "median" else pruners.NopPruner()
+    # median: from the third trial on, after a quarter of max_steps
+    pruner = (pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=sweep.max_steps // 4)
+              if sweep.pruner == "median" else pruners.NopPruner())
     sampler = optuna.samplers.TPESampler(seed=sweep.seed)
     # MLflow's storage makes a new study run at every create_study: load an existing one
     if storage.get_study_id_by_name_if_exists(name) is not None:

@@ -17,6 +17,8 @@ import yaml
 
 pytest.importorskip("optuna")
 
+from optuna.trial import TrialState
+
 from rl8lite import cli
 from rl8lite.sweeps import sweep
 
@@ -172,3 +174,15 @@ def test_two_workers_against_an_mlflow_server_and_a_killed_worker_leaves_its_tri
     assert done.returncode == 0, done.stderr[-3000:]
     assert client.get_run(running[0].info.run_id).info.status == "FAILED"
     assert "2 trials (1 complete, 1 fail)" in done.stdout
+
+
+def test_median_pruning_stops_a_trial_that_falls_behind(tmp_path: Path, mlflow_store: str) -> None:
+    params = {"algorithm_config.optimizer_config.lr": {"choice": [0.01, 1e-7]}}  # 1e-7 learns nothing
+    path = write(tmp_path, params=params, trials=3, seed=6, pruner="median", max_steps=4096)  # 0.01, 0.01, 1e-7
+    study = sweep(path, study_name="s3", tracking_uri=mlflow_store)
+    states = [(t.state.name, t.params["algorithm_config.optimizer_config.lr"]) for t in study.trials]
+    assert sorted(states) == [("COMPLETE", 0.01), ("COMPLETE", 0.01), ("PRUNED", 1e-7)], states
+    (pruned,) = study.get_trials(states=(TrialState.PRUNED,))
+    assert 1024 <= max(pruned.intermediate_values) < 4096  # after the warm-up, before the end
+    run = mlflow.MlflowClient(mlflow_store).get_run(pruned._trial_id)
+    assert run.info.status == "KILLED"
