@@ -58,8 +58,10 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
 class PolicyProgram(nn.Module):
     """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``."""
 
-    def __init__(self, policy: Any, observation_spec: Spec) -> None:
+    def __init__(self, policy: Any, observation_spec: Spec, *, sampling: bool = True) -> None:
         super().__init__()
+        #: Whether the program takes ``deterministic`` and can sample (else: deterministic only).
+        self.sampling = sampling
         self.policy = copy.deepcopy(policy).cpu().eval()
         # Specs are no buffers: move their tensors too, or a CUDA policy exports CUDA constants.
         self.policy.action_spec = policy.action_spec.to("cpu")
@@ -88,16 +90,16 @@ class PolicyProgram(nn.Module):
         return obs
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        *tensors, deterministic = inputs
+        *tensors, deterministic = inputs if self.sampling else (*inputs, None)
         obs = self.policy.normalize(self._observation(tensors[: len(self.keys)]))
         if self.recurrent:
             features, _, next_states = self.policy.network(obs, tensors[-1])
         else:
             features, _ = self.policy.network(obs)
         dist = self.policy.distribution(features, obs)
-        # both actions are computed, so that one program serves either choice
-        sampled = dist.sample_with_logp()[0]
-        actions = torch.where(deterministic, dist.deterministic_sample(), sampled)
+        actions = dist.deterministic_sample()
+        if self.sampling:  # both actions are computed, so that one program serves either choice
+            actions = torch.where(deterministic, actions, dist.sample_with_logp()[0])
         dtype = getattr(self.policy.action_spec, "dtype", None) or actions.dtype
         return (actions.to(dtype), next_states) if self.recurrent else actions.to(dtype)
 
@@ -116,14 +118,62 @@ class PolicyProgram(nn.Module):
         }
 
 
-def policy_program(policy: Any, observation_spec: Spec) -> PolicyProgram:
+def policy_program(policy: Any, observation_spec: Spec, *, sampling: bool = True
+                   ) -> PolicyProgram:
     """``policy`` as a :class:`PolicyProgram`; an :class:`ExportError` when the model sees
     windows of past observations or an observation key cannot be an input name."""
     windowed = windows_seen(policy.model, observation_spec)
     if windowed:
         raise ExportError(f"{windowed}, and the exported program takes one observation per row:"
                           " it cannot be exported yet (checkpoints keep the policy)")
-    return PolicyProgram(policy, observation_spec)
+    return PolicyProgram(policy, observation_spec, sampling=sampling)
+
+
+def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
+    """Export ``policy``'s deterministic actions as an ONNX model at ``path`` (needs the ``onnx``
+    extra): inputs are the observation's leaves (nested keys joined by ``"."``, ``obs`` for a
+    vector) and a recurrent policy's ``recurrent_state``; outputs ``actions`` (and
+    ``next_recurrent_state``). Observation normalisation is part of it. The file is checked with
+    onnxruntime against the policy on random observations (within 1e-5) before it is kept.
+
+    Raises:
+        ExportError: The policy could not be exported, or onnxruntime disagrees with it.
+    """
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError("ONNX export needs the onnx extra: pip install 'rl8lite[onnx]'") from e
+    program = policy_program(policy, observation_spec, sampling=False)
+    example = program.example_inputs(2)
+    batch = torch.export.Dim("batch", min=1)
+    outputs = [ACTIONS_KEY, f"next_{STATE_KEY}"] if program.recurrent else [ACTIONS_KEY]
+    path, model_name = Path(path), type(policy.model).__name__
+    try:
+        with (torch.no_grad(), _quiet_torch(), contextlib.redirect_stdout(io.StringIO()),
+              warnings.catch_warnings()):
+            warnings.simplefilter("ignore")
+            exported = torch.onnx.export(
+                program, tuple(example), dynamo=True, input_names=program.input_names,
+                output_names=outputs, dynamic_shapes=(tuple({0: batch} for _ in example),))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        exported.save(str(path))
+    except Exception as e:  # torch.onnx raises many types; the message says why
+        raise ExportError(f"torch.onnx could not export {model_name}: {type(e).__name__}: {e}"
+                          ) from e
+    generator = torch.Generator().manual_seed(0)
+    inputs = [leaf.rand([64]) for _, leaf in observation_leaves(program.observation_spec)]
+    if program.recurrent:
+        inputs.append(torch.randn(program.example_inputs(64)[-1].shape, generator=generator))
+    with torch.no_grad():
+        expected = program(*inputs)
+    got = onnxruntime.InferenceSession(str(path)).run(
+        None, {name: t.numpy() for name, t in zip(program.input_names, inputs)})
+    for name, want, have in zip(outputs, torch.utils._pytree.tree_leaves(expected), got):
+        if not np.allclose(have, want.numpy(), rtol=1e-5, atol=1e-5):
+            path.unlink()
+            raise ExportError(f"the ONNX model of {model_name} disagrees with the policy on"
+                              f" {name!r} (max difference {np.abs(have - want.numpy()).max()})")
+    return path
 
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
@@ -244,3 +294,18 @@ def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[s
         "pip_requirements": [f"mlflow=={mlflow.__version__}", f"numpy=={np.__version__}",
                              f"torch=={torch.__version__.split('+')[0]}"],
     }
+
+
+def log_onnx_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str,
+                   step: int) -> Any:
+    """Log ``policy`` as :func:`export_onnx` makes it, an MLflow ONNX model (a LoggedModel) of
+    run ``run_id`` in MLflow's current store; return its ``ModelInfo``."""
+    import mlflow.onnx
+    import onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = onnx.load(str(export_onnx(policy, observation_spec, Path(tmp, "policy.onnx"))))
+        active = mlflow.active_run()
+        ours = active is not None and active.info.run_id == run_id
+        with contextlib.nullcontext() if ours else mlflow.start_run(run_id=run_id):
+            return mlflow.onnx.log_model(model, name=name, step=step)
