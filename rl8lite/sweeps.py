@@ -42,7 +42,7 @@ from .algorithms import ConfigError
 from .algorithms.config import check_int
 from .conditions import HitsUpperBound
 from .tracking import MlflowTracker
-from .tracking.mlflow_tracker import _experiment_id, _open_client, default_tracking_uri
+from .tracking.mlflow_tracker import default_tracking_uri, experiment_id_for, open_client
 from .trainers import Trainer
 from .trainers.train_config import TrainConfig, TrainConfigError, read_mapping
 
@@ -203,7 +203,7 @@ def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     processes = [subprocess.Popen(command, env=env) for _ in range(workers)]
     dead = [p for p in processes if p.wait() != 0]
-    client = _open_client(uri)
+    client = open_client(uri)
     for process in dead:
         fail_dead_trials(client, study._study_id, pid=process.pid)
     if dead:
@@ -228,7 +228,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
     tracking store) running it with the same ``study_name`` joins the study."""
     optuna = _optuna()
     uri = tracking_uri or default_tracking_uri()
-    client = _open_client(uri)
+    client = open_client(uri)
     study = open_study(sweep, study_name, uri, experiment_name)
     target = trials or sweep.trials
     failures = 0
@@ -291,11 +291,11 @@ def _optuna() -> Any:
 def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -> Any:
     """The Optuna study ``name`` in the MLflow store at ``uri`` (created, or continued), with
     its search space logged on its run and the dead processes' running trials FAILED."""
-    optuna, client = _optuna(), _open_client(uri)
+    optuna, client = _optuna(), open_client(uri)
     from mlflow.optuna.storage import MlflowStorage
 
     env_name = sweep.train_config(sweep.corner(0)).env_cls.__name__
-    experiment_id = _experiment_id(client, uri, experiment_name, env_name)
+    experiment_id = experiment_id_for(client, uri, experiment_name, env_name)
     mlflow.set_tracking_uri(uri)
     storage = MlflowStorage(experiment_id=experiment_id)
     pruners = optuna.pruners

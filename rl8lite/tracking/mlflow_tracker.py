@@ -95,7 +95,7 @@ class MlflowTracker:
         self._warned = False  # that a write failed and is retried
         self._system_metrics: Any = None
         try:
-            self.client = _open_client(self.tracking_uri)
+            self.client = open_client(self.tracking_uri)
             if run_id is not None:
                 run = self.client.get_run(run_id).info
                 self.owns_run = active is None or active.info.run_id != run_id
@@ -106,7 +106,7 @@ class MlflowTracker:
                 for key, value in (tags or {}).items():
                     self.client.set_tag(run.run_id, key, str(value))
             else:
-                experiment_id = _experiment_id(self.client, self.tracking_uri,
+                experiment_id = experiment_id_for(self.client, self.tracking_uri,
                                                experiment_name, default_experiment)
                 tags = {str(k): str(v) for k, v in (tags or {}).items()}
                 run = self.client.create_run(experiment_id, tags=tags,
@@ -271,7 +271,7 @@ def _run_name() -> str:
             return name
 
 
-def _open_client(tracking_uri: str) -> MlflowClient:
+def open_client(tracking_uri: str) -> MlflowClient:
     """A client whose store is ready: a lock file beside a SQLite database serialises the
     creation of its tables (concurrent creation fails; POSIX only)."""
     if not tracking_uri.startswith("sqlite:///"):
@@ -286,7 +286,7 @@ def _open_client(tracking_uri: str) -> MlflowClient:
     return client
 
 
-def _experiment_id(client: MlflowClient, tracking_uri: str, explicit: str | None,
+def experiment_id_for(client: MlflowClient, tracking_uri: str, explicit: str | None,
                    default: str) -> str:
     """The id of experiment ``explicit``, else of the one the user set, else of ``default``;
     created when missing (on a SQLite store, with its artifacts beside the database)."""
