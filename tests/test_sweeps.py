@@ -20,7 +20,7 @@ pytest.importorskip("optuna")
 from optuna.trial import TrialState
 
 from rl8lite import cli
-from rl8lite.sweeps import sweep
+from rl8lite.sweeps import Sweep, SweepConfigError, sweep
 
 BASE = {"env_cls": "rl8lite.examples.CartPole",
         "algorithm_config": {"num_envs": 8, "horizon": 16, "seed": 0, "model_config": {"hiddens": [8]}}}
@@ -186,3 +186,15 @@ def test_median_pruning_stops_a_trial_that_falls_behind(tmp_path: Path, mlflow_s
     assert 1024 <= max(pruned.intermediate_values) < 4096  # after the warm-up, before the end
     run = mlflow.MlflowClient(mlflow_store).get_run(pruned._trial_id)
     assert run.info.status == "KILLED"
+
+
+def test_an_eval_stat_as_the_metric(tmp_path: Path, mlflow_store: str) -> None:
+    path = write(tmp_path, metric="eval/episodes/return_mean", steps_per_eval=2, trials=1,
+                 eval_env_config={"max_episode_steps": 50})
+    study = sweep(path, study_name="s4", tracking_uri=mlflow_store)
+    client = mlflow.MlflowClient(mlflow_store)
+    (trial,) = children(client, study._study_id)
+    history = client.get_metric_history(trial.info.run_id, "eval/episodes/return_mean")
+    assert len(history) == 1 and study.trials[0].value == history[-1].value <= 50  # at 2 of 4 steps
+    with pytest.raises(SweepConfigError, match="is an eval stat: set sweep.steps_per_eval"):
+        Sweep.from_file(write(tmp_path, metric="eval/episodes/return_mean"))
