@@ -1,0 +1,111 @@
+"""rl8lite side by side with Stable-Baselines3's PPO on MuJoCo, the field's standard settings.
+
+Both train a Gymnasium MuJoCo task (default HalfCheetah-v5 and Hopper-v5) on one torch thread
+with the same work: 8 copies in a sync vector env x 256 steps per collect, 10 epochs of
+minibatches of 64, Adam lr 3e-4, gamma 0.99, lambda 0.95, clip 0.2, value coefficient 0.5,
+no entropy bonus, grad norm 0.5, separate 64x64 tanh actor and critic with a
+state-independent log-std, Gaussian actions clipped to the bounds before the env,
+advantages normalised. SB3: ``PPO("MlpPolicy", DummyVecEnv of 8, n_steps=256, batch_size=64,
+n_epochs=10, ...)`` with ``policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]},
+"activation_fn": nn.Tanh}``, no observation/reward normalisation on either side (SB3 would
+need ``VecNormalize``); rl8lite: ``gymnasium_env(task)`` with the same settings and
+``normalize_rewards=False``.
+
+Timed: wall time of ``--steps`` env steps of training (SB3's ``learn``; rl8lite's ``collect``
++ ``step``), after one untimed warm-up collect and update per side; repeats interleaved,
+the side that goes first alternating. Ratio: SB3 time / rl8lite time (> 1: rl8lite faster).
+
+Usage (``pip install -e '.[bench]'``):
+    python benchmarks/against_sb3.py --steps 32768 --repeats 3 --json benchmarks/results/sb3.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from provenance import write_results
+from timing import spread
+
+from rl8lite import Algorithm
+from rl8lite.distributions import Normal
+from rl8lite.env import gymnasium_env
+
+SETTINGS = {"num_envs": 8, "horizon": 256, "minibatch": 64, "epochs": 10, "lr": 3e-4,
+            "gamma": 0.99, "gae_lambda": 0.95, "clip": 0.2, "vf_coef": 0.5, "max_grad_norm": 0.5}
+
+
+def rl8lite_seconds(task: str, steps: int, seed: int) -> float:
+    s = SETTINGS
+    algo = Algorithm(
+        gymnasium_env(task, seed=seed), num_envs=s["num_envs"], horizon=s["horizon"],
+        sgd_minibatch_size=s["minibatch"], num_sgd_iters=s["epochs"],
+        optimizer_config={"lr": s["lr"]}, gamma=s["gamma"], gae_lambda=s["gae_lambda"],
+        clip_param=s["clip"], vf_coeff=s["vf_coef"], max_grad_norm=s["max_grad_norm"],
+        entropy_coeff=0.0, normalize_rewards=False, distribution_cls=Normal,
+        model_config={"hiddens": [64, 64], "activation": "tanh"}, seed=seed, device="cpu")
+    algo.collect()
+    algo.step()
+    start = time.perf_counter()
+    for _ in range(steps // (s["num_envs"] * s["horizon"])):
+        algo.collect()
+        algo.step()
+    seconds = time.perf_counter() - start
+    algo.close()
+    return seconds
+
+
+def sb3_seconds(task: str, steps: int, seed: int) -> float:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    s = SETTINGS
+    env = make_vec_env(task, n_envs=s["num_envs"], seed=seed)  # SB3 clips the actions itself
+    model = PPO("MlpPolicy", env, n_steps=s["horizon"], batch_size=s["minibatch"],
+                n_epochs=s["epochs"], learning_rate=s["lr"], gamma=s["gamma"],
+                gae_lambda=s["gae_lambda"], clip_range=s["clip"], vf_coef=s["vf_coef"],
+                ent_coef=0.0, max_grad_norm=s["max_grad_norm"], seed=seed, device="cpu",
+                policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]},
+                               "activation_fn": torch.nn.Tanh})
+    model.learn(s["num_envs"] * s["horizon"])  # warm-up: one collect and update
+    start = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    seconds = time.perf_counter() - start
+    env.close()
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"])
+    parser.add_argument("--steps", type=int, default=32_768)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = {}
+    for task in args.tasks:
+        times: dict[str, list[float]] = {"rl8lite": [], "sb3": []}
+        for repeat in range(args.repeats):
+            sides = [("rl8lite", rl8lite_seconds), ("sb3", sb3_seconds)]
+            for name, run in sides if repeat % 2 == 0 else sides[::-1]:
+                times[name].append(run(task, args.steps, seed=repeat))
+        ratios = [sb3 / ours for sb3, ours in zip(times["sb3"], times["rl8lite"])]
+        results[task] = {"seconds": times, "sb3_over_rl8lite": spread(ratios),
+                         "steps": args.steps, "settings": SETTINGS}
+        r = results[task]["sb3_over_rl8lite"]
+        print(f"{task}: SB3 {min(times['sb3']):.1f}-{max(times['sb3']):.1f} s, rl8lite"
+              f" {min(times['rl8lite']):.1f}-{max(times['rl8lite']):.1f} s for {args.steps:,}"
+              f" env steps; SB3 / rl8lite min {r['min']:.2f} median {r['median']:.2f}"
+              f" max {r['max']:.2f}", flush=True)
+    if args.json:
+        write_results(args.json, {"tasks": results})
+
+
+if __name__ == "__main__":
+    main()
