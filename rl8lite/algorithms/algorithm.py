@@ -55,9 +55,8 @@ class AlgorithmState:
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    ``env`` is an :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
-    config=env_config)``, or an instance whose ``num_envs``, ``horizon`` and ``device`` it takes.
-    Under ``torchrun`` each process is one rank of a data-parallel job.
+    ``env`` is an :class:`~rl8lite.Env` class or an instance (whose ``num_envs``, ``horizon`` and
+    ``device`` it takes). Under ``torchrun`` each process is one rank of a data-parallel job.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -98,8 +97,8 @@ class Algorithm:
         if self.ranks.distributed:
             check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), self.env_cls)
         env_config = {"config": dict(hp.env_config)} if hp.env_config else {}
-        self.env = instance or self.env_cls(hp.num_envs, hp.horizon, device=self.device,
-                                            **env_config)
+        env_kwargs = {"device": self.device, **env_config}
+        self.env = instance or self.env_cls(hp.num_envs, hp.horizon, **env_kwargs)
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
             normalizer = (ObservationNormalizer(obs_spec, clip=hp.observation_clip)
@@ -135,9 +134,9 @@ class Algorithm:
                               f" {e}") from e
         self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule,
                                         kind=hp.lr_schedule_kind)
-        self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff,
-                                                  schedule=hp.entropy_coeff_schedule,
-                                                  kind=hp.entropy_coeff_schedule_kind)
+        self.entropy_scheduler = EntropyScheduler(
+            hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
+            kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
@@ -155,8 +154,8 @@ class Algorithm:
     @shares_failures
     def collect(self, *, env_config: dict[str, Any] | None = None,
                 deterministic: bool = False) -> dict[str, float]:
-        """Step the env ``horizon`` times into the buffer; return summary stats. The env is reset
-        (with ``env_config``) at the first collect and every ``horizons_per_env_reset > 0``."""
+        """Step the env ``horizon`` times into the buffer; return summary stats (resetting the env
+        under ``env_config`` at the first collect and every ``horizons_per_env_reset > 0``)."""
         k = self.horizons_per_env_reset
         reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
         stats = self._collect(env_config, deterministic, reset, self.statistics)
@@ -219,9 +218,8 @@ class Algorithm:
 
     def _new_statistics(self, **window: Any) -> CollectStatistics:
         hp = self.hparams
-        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch,
-                                 **window)
+        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device, **window,
+                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch)
 
     @shares_failures
     def step(self) -> dict[str, float]:
@@ -253,7 +251,11 @@ class Algorithm:
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         result = self.update.run(batch, entropy_coeff_used)
         if self.policy.normalizer is not None:  # after the update: it used the collect's moments
-            self._update_normalizer()
+            summer = whole.sums_tensor if self.ranks.distributed else None
+            try:
+                self.policy.normalizer.update(buf[DataKeys.OBS][:, :horizon], summer)
+            except ValueError as e:
+                raise NonFiniteError(str(e)) from e
         # --- schedules move with training env transitions (the logged env/steps axis)
         env_steps = hp.num_envs * self.ranks.world_size * horizon * (self.state.steps + 1)
         self.lr_scheduler.step(env_steps)
@@ -262,23 +264,15 @@ class Algorithm:
         self.state.steps += 1
         means = result.means
         stats = {f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")}
-        stats.update({
-            "monitors/kl_div": means["kl_div"], "monitors/clip_fraction": means["clip_fraction"],
+        return {
+            **stats, "monitors/kl_div": means["kl_div"],
+            "monitors/clip_fraction": means["clip_fraction"],
             "monitors/grad_norm": result.grad_norm,
             "monitors/explained_variance": float(explained_variance),
             "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,
             "coefficients/vf": hp.vf_coeff, "coefficients/lr": lr_used,
             "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
-        })
-        return stats
-
-    def _update_normalizer(self) -> None:
-        summer = self.whole_batch.sums_tensor if self.ranks.distributed else None
-        try:
-            self.policy.normalizer.update(self.buffer[DataKeys.OBS][:, :self.hparams.horizon],
-                                          summer)
-        except ValueError as e:
-            raise NonFiniteError(str(e)) from e
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that evolves during training (checkpoints add the config and RNG states)."""
@@ -307,8 +301,7 @@ class Algorithm:
         self.optimizer.load_state_dict(state["optimizer"])  # new state tensors: capture anew
         if self.graphs_off is None:  # captured graphs read the learning rate from a device tensor
             for group in self.optimizer.param_groups:
-                lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
-                group["lr"] = lr.clone()
+                group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
             captured = (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample)
             for graphed in filter(None, captured):
                 graphed.forget()
