@@ -163,12 +163,9 @@ class Windowed(Feedforward):
         """``[N, T + 1]`` index of each buffered observation in its episode."""
         return episode_steps(episode_ends(self.buffer), initial=self.initial)
 
-    def rows(self) -> WindowRows:
+    def obs_rows(self, buffer: TensorDict) -> WindowRows:
         """The model's input at every buffer row (``[N * (T + 1)]``), gathered by index."""
         return WindowRows(self, self.episode_steps().reshape(-1))
-
-    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
-        self.fill_values_of_rows(self.rows(), values_buf)
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
                          steps: torch.Tensor) -> torch.Tensor:
@@ -181,9 +178,6 @@ class Windowed(Feedforward):
             window = torch.cat([every[copies, steps, 1:], _entry(final_obs, path).unsqueeze(1)], 1)
             windows[path] = _padded(window, self.offsets[path] > before + 1, inplace=True)
         return Feedforward.values(self, _with_windows(final_obs, windows))
-
-    def _rows(self, buffer: TensorDict, key: str) -> Any:
-        return self.rows() if key == DataKeys.OBS else flat_rows(buffer[key])
 
     def first_step_inputs(self, obs: Observation) -> Observation:
         """What the model sees at an episode's first step: windows of padding and ``obs``."""
@@ -274,10 +268,8 @@ class WindowRows:
         if () in windows:
             return windows[()]
         out = TensorDict({}, batch_size=[rows.shape[0]], device=self.steps.device)
-        for path, value in self.plain.items():
-            out.set(path, value[rows])
-        for path, window in windows.items():
-            out.set(path, window)
+        for path, value in {**{p: v[rows] for p, v in self.plain.items()}, **windows}.items():
+            out.set(path, value)
         return out
 
 
