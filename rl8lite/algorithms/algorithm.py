@@ -38,17 +38,14 @@ _EPS = 1e-8
 
 @dataclass
 class AlgorithmState:
-    """Counters and scales that evolve during training."""
+    """Counters and scales that evolve during training: training collects (rl8's ``horizons``),
+    whether the buffer holds a collect not yet used by ``step``, the std of the running discounted
+    returns that rewards are divided by, policy updates, and sequences collected (recurrent)."""
 
-    #: Training collects done so far (rl8's ``horizons``).
     horizons: int = 0
-    #: Whether the buffer holds a collect not yet used by ``step``.
     buffered: bool = False
-    #: Std of the running discounted returns; rewards are divided by it.
     reward_scale: float = 1.0
-    #: Policy updates done so far.
     steps: int = 0
-    #: Sequences of ``seq_len`` steps collected so far (recurrent policies).
     seqs: int = 0
 
 
@@ -391,8 +388,7 @@ class Algorithm:
 
 class RecurrentAlgorithm(Algorithm):
     """PPO with a recurrent policy (rl8's name): :class:`Algorithm` with a
-    :class:`RecurrentAlgorithmConfig` and, by default, a
-    :class:`~rl8lite.models.DefaultRecurrentModel`.
+    :class:`RecurrentAlgorithmConfig` and, by default, a ``DefaultRecurrentModel``.
 
     Examples:
         >>> from rl8lite import RecurrentAlgorithm

@@ -53,13 +53,9 @@ def merge_moments(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
 
 class ObservationNormalizer(nn.Module):
     """``clamp((x - mean) / sqrt(var + eps), -clip, clip)`` for every float observation leaf,
-    with running moments in float64 (identity until the first :meth:`update`).
-
-    Integer and categorical leaves and the action mask pass unchanged; windows of past
-    observations (view requirements) are normalised step by step, their padding kept zero.
-
-    Raises:
-        ValueError: The observation has no float leaf (naming the keys it has).
+    with running moments in float64 (identity until the first :meth:`update`); a ``ValueError``
+    for a spec without float leaves. Integer and categorical leaves and the action mask pass
+    unchanged; windows of past observations are normalised step by step, their padding kept zero.
     """
 
     def __init__(self, observation_spec: Spec, *, clip: float = 10.0, eps: float = 1e-8) -> None:
@@ -104,11 +100,8 @@ class ObservationNormalizer(nn.Module):
     @torch.no_grad()
     def update(self, rows: Observation, sum_over_ranks: Summer | None = None) -> None:
         """Merge the moments of ``rows`` (observations ``[R, ...]``; every rank's when
-        ``sum_over_ranks`` sums a float64 tensor over ranks) into the running ones.
-
-        Raises:
-            ValueError: A moment is not finite (naming the entry); nothing is changed then.
-        """
+        ``sum_over_ranks`` sums a float64 tensor over ranks) into the running ones; a
+        ``ValueError`` naming the entry, and nothing changed, where a moment is not finite."""
         means = [getattr(self, f"mean_{i}") for i in range(len(self.paths))]
         sizes = [mean.numel() for mean in means]
         xs = [(rows if not path else rows.get(path)).reshape(-1, *mean.shape).double()
