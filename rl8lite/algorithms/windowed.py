@@ -105,10 +105,7 @@ class Windowed(Feedforward):
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
             store = rows[:-1].view(num_envs, length, *current.shape[2:])
             store[:, history:] = current
-            if path:
-                buffer[DataKeys.OBS].set(path, store[:, history:], inplace=False)
-            else:
-                buffer.set(DataKeys.OBS, store[:, history:], inplace=False)
+            buffer.set((DataKeys.OBS, *path), store[:, history:], inplace=False)
             self.stores[path], self.rows_with_zeros[path] = store, rows
             self.offsets[path] = torch.arange(history, -1, -1, device=device)
             self.positions[path] = torch.arange(size, device=device, dtype=self.index_dtype)
@@ -233,8 +230,7 @@ class WindowRows:
     """The model's input at ``[N * (T + 1)]`` buffer rows, built on indexing."""
 
     def __init__(self, windowed: Windowed, steps: torch.Tensor) -> None:
-        self.windowed = windowed
-        self.steps = steps
+        self.windowed, self.steps, self.total = windowed, steps, steps.shape[0]
         obs = windowed.buffer[DataKeys.OBS]
         self.plain: dict[Path, torch.Tensor] = {}
         if isinstance(obs, TensorDict):
@@ -242,7 +238,6 @@ class WindowRows:
                 path = (key,) if isinstance(key, str) else tuple(key)
                 if path not in windowed.entries:
                     self.plain[path] = flat_rows(value)
-        self.total = steps.shape[0]
 
     @property
     def shape(self) -> torch.Size:
