@@ -216,8 +216,7 @@ class AlgorithmConfig:
         return self.algorithm_cls(env, self)
 
     def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
-        """This config with an env instance's ``num_envs``, ``horizon`` and ``device`` (a
-        :class:`ConfigError` where an explicit value differs)."""
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``."""
         if getattr(env, "closed", False):
             raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
         defaults = type(self)()

@@ -237,8 +237,7 @@ class PPOUpdate:
                              " (earlier ones were).")
 
     def recompute_old_logp(self, batch: UpdateBatch) -> None:
-        """Recompute the buffer's log-probabilities under autocast, so the PPO ratio starts at 1
-        (the random stream left as it was)."""
+        """Recompute the buffer's log-probabilities under autocast (the PPO ratio starts at 1)."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit
         chunk = max(1, (self.chunk_samples or size * unit) // unit)

@@ -26,8 +26,7 @@ def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
 
 
 def windows_seen(model: Any, observation_spec: Spec) -> str | None:
-    """``"<Model> sees windows of past observations [...] (view requirements)"``, or ``None``
-    when ``model`` sees the current observation alone (exports and videos refuse the former)."""
+    """A message naming the windows of past observations ``model`` sees, or ``None``."""
     entries = plan_windows(model, observation_spec)
     if not entries:
         return None
@@ -83,8 +82,8 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
 
 
 class Windowed(Feedforward):
-    """A feedforward policy whose model sees windows of past observations, each entry kept in a
-    store with ``size - 1`` earlier steps in front; earlier episodes are padding."""
+    """A feedforward policy whose model sees windows of past observations (earlier episodes:
+    padding), each entry kept in a store with ``size - 1`` earlier steps in front."""
 
     def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:

@@ -181,8 +181,7 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
 
 def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
                     custom_tracker: bool) -> tuple[dict[str, Any], Path]:
-    """This rank's checkpoint that a file, a run's checkpoint folder, its ``latest`` record or a
-    run id names, read, and its path."""
+    """This rank's checkpoint (a file, a run's folder or ``latest`` record, or a run id), read."""
     rank, world_size, _ = process_rank()
     path = Path(path_or_run_id)
     if path.is_dir() or (path.name == files.LATEST and path.is_file()):

@@ -27,8 +27,7 @@ class TrainConfigError(ValueError):
 
 
 class UnknownFieldError(TrainConfigError, TypeError):
-    """``algorithm_config`` names a field :class:`~rl8lite.AlgorithmConfig` lacks (also a
-    ``TypeError``, like an unknown keyword of :class:`~rl8lite.Algorithm`)."""
+    """An unknown ``algorithm_config`` field (also a ``TypeError``, as in ``Algorithm``)."""
 
 
 class _Loader(yaml.SafeLoader):

@@ -112,8 +112,7 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config`` (:meth:`rl8lite.Algorithm.evaluate`); log and
-        return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
+        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``."""
         stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
         hp = self.algorithm.hparams
         copies = hp.num_envs * self.ranks.world_size
