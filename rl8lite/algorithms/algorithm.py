@@ -94,8 +94,8 @@ class Algorithm:
         if self.ranks.distributed:
             check_same_config(self.ranks, dataclasses.replace(hp, device="per rank"), self.env_cls)
         env_config = {"config": dict(hp.env_config)} if hp.env_config else {}
-        env_kwargs = {"device": self.device, **env_config}
-        self.env = instance or self.env_cls(hp.num_envs, hp.horizon, **env_kwargs)
+        self.env = instance or self.env_cls(hp.num_envs, hp.horizon, device=self.device,
+                                            **env_config)
         obs_spec, action_spec = self.env.observation_spec, self.env.action_spec
         try:
             normalizer = (ObservationNormalizer(obs_spec, clip=hp.observation_clip)
@@ -145,8 +145,7 @@ class Algorithm:
                 self.rollout.graphed = graphs.GraphedRollout(self.rollout.captured_steps)
             elif self.policy.separable:
                 self.recurrence.graphed_sample = graphs.GraphedSampling(self.policy.sample_actions)
-        self.state = AlgorithmState()
-        self._needs_reset = True
+        self.state, self._needs_reset = AlgorithmState(), True
 
     @shares_failures
     def collect(self, *, env_config: dict[str, Any] | None = None,

@@ -144,15 +144,13 @@ class Recurrent(Recurrence):
         self.final_states: torch.Tensor | None = None
 
     def restart(self) -> None:
-        self.restarting = True
-        self.seqs = 0
+        self.restarting, self.seqs = True, 0
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         if t % self.seq_len == 0:
             period = self.seqs_per_state_reset
             if self.restarting or (period > 0 and self.seqs % period == 0):
-                self.states = self.policy.init_states(self.num_envs)
-                self.restarting = False
+                self.states, self.restarting = self.policy.init_states(self.num_envs), False
             self.sequence_states[:, t // self.seq_len] = self.states
             self.seqs += 1
         actions, logp, values, self.states = in_chunks(

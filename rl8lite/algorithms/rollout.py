@@ -162,8 +162,7 @@ class Rollout:
         #: Whether the last collect's env reported episode ends (``None`` before any).
         self.episodic: bool | None = None
         self._final_obs: Observation | None = None
-        self._values_after = False
-        self._checked_actions = False
+        self._values_after = self._checked_actions = False
         #: The time loop as a CUDA graph (:class:`~.graphs.GraphedRollout`), if any.
         self.graphed: Any = None
         #: ``repr`` of the env config of the last reset (a captured step bakes its parameters in).

@@ -98,9 +98,8 @@ class Windowed(Feedforward):
         #: dtype of store row indices: int32 where every row of every store fits.
         self.index_dtype = index_dtype(num_envs * (max(entries.values()) + horizon) + 1)
         for path, size in entries.items():
-            history = size - 1
+            history, length = size - 1, size + horizon
             current = _entry(buffer[DataKeys.OBS], path)
-            length = history + horizon + 1
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
             store = rows[:-1].view(num_envs, length, *current.shape[2:])
             store[:, history:] = current
@@ -127,8 +126,7 @@ class Windowed(Feedforward):
         """The last ``size`` columns of each store move to the front; episode indices carry over."""
         horizon = self.horizon
         for store in self.stores.values():
-            history = store.shape[1] - horizon - 1
-            tail = store[:, horizon:]
+            history, tail = store.shape[1] - horizon - 1, store[:, horizon:]
             store[:, : history + 1] = tail.clone() if horizon <= history else tail
         # in place: new tensors made here would be inference tensors, which checkpoints can't load
         torch.clamp(horizon - self.start, max=self.cap, out=self.initial)
