@@ -297,7 +297,8 @@ class Algorithm:
         self.optimizer.load_state_dict(state["optimizer"])  # new state tensors: capture anew
         if self.graphs_off is None:  # captured graphs read the learning rate from a device tensor
             for group in self.optimizer.param_groups:
-                group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
+                lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
+                group["lr"] = lr.clone()
             captured = (self.update.step_fn, self.rollout.graphed, self.recurrence.graphed_sample)
             for graphed in filter(None, captured):
                 graphed.forget()
