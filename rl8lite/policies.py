@@ -57,9 +57,7 @@ class Policy(nn.Module):
         if model is None:
             model = _build_model(model_cls or self.default_model_cls, model_cls is None,
                                  observation_spec, action_spec, model_config, distribution_cls)
-        self.model = model
-        self.normalizer = normalizer
-        self.distribution_cls = distribution_cls
+        self.model, self.normalizer, self.distribution_cls = model, normalizer, distribution_cls
         self.observation_spec, self.action_spec = observation_spec, action_spec
         self.model_config = dict(getattr(model, "config", None) or model_config or {})
         network = stateless(model)
@@ -147,15 +145,13 @@ class Policy(nn.Module):
                            resets: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Unroll ``[B, L]`` sequences from their initial ``states``; ``(logp, entropy, values)``
         as ``[B * L, 1]``. ``resets[:, j]`` zeroes the state before step ``j``."""
-        logps, entropies, values, obs = [], [], [], self.normalize(obs)
+        steps, obs = [], self.normalize(obs)
         for j in range(actions.shape[1]):
             states = states * (~resets[:, j, None]).to(states.dtype)
             features, value, states = self.network(obs[:, j], states)
             dist = self.distribution(features, obs[:, j])
-            logps.append(dist.logp(actions[:, j]))
-            entropies.append(dist.entropy())
-            values.append(value)
-        return tuple(torch.stack(x, 1).reshape(-1, 1) for x in (logps, entropies, values))
+            steps.append((dist.logp(actions[:, j]), dist.entropy(), value))
+        return tuple(torch.stack(x, 1).reshape(-1, 1) for x in zip(*steps))
 
     def forward(self, obs: Any) -> torch.Tensor:  # type: ignore[override]
         """The deterministic action."""

@@ -38,26 +38,22 @@ _EPS = 1e-8
 
 @dataclass
 class AlgorithmState:
-    """Counters and scales that evolve during training."""
+    """Counters and scales that evolve during training: training collects (rl8's ``horizons``),
+    whether the buffer holds a collect not yet used by ``step``, the std of the running discounted
+    returns that rewards are divided by, policy updates, and sequences collected (recurrent)."""
 
-    #: Training collects done so far (rl8's ``horizons``).
     horizons: int = 0
-    #: Whether the buffer holds a collect not yet used by ``step``.
     buffered: bool = False
-    #: Std of the running discounted returns; rewards are divided by it.
     reward_scale: float = 1.0
-    #: Policy updates done so far.
     steps: int = 0
-    #: Sequences of ``seq_len`` steps collected so far (recurrent policies).
     seqs: int = 0
 
 
 class Algorithm:
     """Proximal Policy Optimization over a batched env, with one shared buffer.
 
-    ``env`` is an :class:`~rl8lite.Env` class, built as ``env(num_envs, horizon, device=...,
-    config=env_config)``, or an instance whose ``num_envs``, ``horizon`` and ``device`` it takes.
-    Under ``torchrun`` each process is one rank of a data-parallel job.
+    ``env`` is an :class:`~rl8lite.Env` class or an instance (whose ``num_envs``, ``horizon`` and
+    ``device`` it takes). Under ``torchrun`` each process is one rank of a data-parallel job.
 
     Examples:
         >>> from rl8lite import Algorithm
@@ -135,9 +131,9 @@ class Algorithm:
                               f" {e}") from e
         self.lr_scheduler = LRScheduler(self.optimizer, schedule=hp.lr_schedule,
                                         kind=hp.lr_schedule_kind)
-        self.entropy_scheduler = EntropyScheduler(hp.entropy_coeff,
-                                                  schedule=hp.entropy_coeff_schedule,
-                                                  kind=hp.entropy_coeff_schedule_kind)
+        self.entropy_scheduler = EntropyScheduler(
+            hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
+            kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
@@ -149,14 +145,13 @@ class Algorithm:
                 self.rollout.graphed = graphs.GraphedRollout(self.rollout.captured_steps)
             elif self.policy.separable:
                 self.recurrence.graphed_sample = graphs.GraphedSampling(self.policy.sample_actions)
-        self.state = AlgorithmState()
-        self._needs_reset = True
+        self.state, self._needs_reset = AlgorithmState(), True
 
     @shares_failures
     def collect(self, *, env_config: dict[str, Any] | None = None,
                 deterministic: bool = False) -> dict[str, float]:
-        """Step the env ``horizon`` times into the buffer; return summary stats. The env is reset
-        (with ``env_config``) at the first collect and every ``horizons_per_env_reset > 0``."""
+        """Step the env ``horizon`` times into the buffer; return summary stats (resetting the env
+        under ``env_config`` at the first collect and every ``horizons_per_env_reset > 0``)."""
         k = self.horizons_per_env_reset
         reset = self._needs_reset or (k > 0 and self.state.horizons % k == 0)
         stats = self._collect(env_config, deterministic, reset, self.statistics)
@@ -219,9 +214,8 @@ class Algorithm:
 
     def _new_statistics(self, **window: Any) -> CollectStatistics:
         hp = self.hparams
-        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device,
-                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch,
-                                 **window)
+        return CollectStatistics(hp.num_envs, gamma=hp.gamma, device=self.device, **window,
+                                 normalize_rewards=hp.normalize_rewards, whole=self.whole_batch)
 
     @shares_failures
     def step(self) -> dict[str, float]:
@@ -253,7 +247,11 @@ class Algorithm:
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         result = self.update.run(batch, entropy_coeff_used)
         if self.policy.normalizer is not None:  # after the update: it used the collect's moments
-            self._update_normalizer()
+            summer = whole.sums_tensor if self.ranks.distributed else None
+            try:
+                self.policy.normalizer.update(buf[DataKeys.OBS][:, :horizon], summer)
+            except ValueError as e:
+                raise NonFiniteError(str(e)) from e
         # --- schedules move with training env transitions (the logged env/steps axis)
         env_steps = hp.num_envs * self.ranks.world_size * horizon * (self.state.steps + 1)
         self.lr_scheduler.step(env_steps)
@@ -262,23 +260,15 @@ class Algorithm:
         self.state.steps += 1
         means = result.means
         stats = {f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")}
-        stats.update({
-            "monitors/kl_div": means["kl_div"], "monitors/clip_fraction": means["clip_fraction"],
+        return {
+            **stats, "monitors/kl_div": means["kl_div"],
+            "monitors/clip_fraction": means["clip_fraction"],
             "monitors/grad_norm": result.grad_norm,
             "monitors/explained_variance": float(explained_variance),
             "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,
             "coefficients/vf": hp.vf_coeff, "coefficients/lr": lr_used,
             "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
-        })
-        return stats
-
-    def _update_normalizer(self) -> None:
-        summer = self.whole_batch.sums_tensor if self.ranks.distributed else None
-        try:
-            self.policy.normalizer.update(self.buffer[DataKeys.OBS][:, :self.hparams.horizon],
-                                          summer)
-        except ValueError as e:
-            raise NonFiniteError(str(e)) from e
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that evolves during training (checkpoints add the config and RNG states)."""
@@ -398,8 +388,7 @@ class Algorithm:
 
 class RecurrentAlgorithm(Algorithm):
     """PPO with a recurrent policy (rl8's name): :class:`Algorithm` with a
-    :class:`RecurrentAlgorithmConfig` and, by default, a
-    :class:`~rl8lite.models.DefaultRecurrentModel`.
+    :class:`RecurrentAlgorithmConfig` and, by default, a ``DefaultRecurrentModel``.
 
     Examples:
         >>> from rl8lite import RecurrentAlgorithm

@@ -43,11 +43,13 @@ class Recurrence:
 
     def update_batch(self, buffer: TensorDict, normalization: Pair | None) -> UpdateBatch:
         """The update's samples, read from ``buffer`` a chunk at a time."""
-        rows = {key: self._rows(buffer, key) for key in UPDATE_KEYS}
+        rows = {key: self.obs_rows(buffer) if key == DataKeys.OBS else flat_rows(buffer[key])
+                for key in UPDATE_KEYS}
         return UpdateBatch(rows, self._units(buffer), self.unit_rows, normalization)
 
-    def _rows(self, buffer: TensorDict, key: str) -> Any:
-        return flat_rows(buffer[key])
+    def obs_rows(self, buffer: TensorDict) -> Any:
+        """The model's input at every ``[N * (T + 1)]`` buffer row."""
+        return flat_rows(buffer[DataKeys.OBS])
 
     def _units(self, buffer: TensorDict) -> dict[str, torch.Tensor]:
         return {}
@@ -96,14 +98,10 @@ class Feedforward(Recurrence):
         """Values of ``obs`` (the bootstrap observation after the last step)."""
         return in_chunks(self.policy.values, obs, size=self.chunk_rows)
 
-    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
-        """Write the values of every buffered observation into ``values_buf``."""
-        self.fill_values_of_rows(flat_rows(obs_buf), values_buf)
-
-    def fill_values_of_rows(self, obs_rows: Any, values_buf: torch.Tensor) -> None:
-        """:meth:`fill_values` from the model's inputs at every buffer row, in chunks."""
-        value_rows = flat_rows(values_buf)
-        size = self.chunk_rows or values_buf.shape[0]
+    def fill_values(self, buffer: TensorDict) -> None:
+        """Write the values of every buffered observation into the buffer, in chunks."""
+        obs_rows, value_rows = self.obs_rows(buffer), flat_rows(buffer[DataKeys.VALUES])
+        size = self.chunk_rows or buffer.batch_size[0]
         for start in range(0, value_rows.shape[0], size):
             value_rows[start : start + size] = self.policy.values(obs_rows[start : start + size])
 
@@ -124,7 +122,7 @@ class Feedforward(Recurrence):
 
 class Recurrent(Recurrence):
     """A recurrent policy: its state is carried through the rollout (zeroed at episode ends and
-    resets) and stored at each sequence start, from which the update unrolls ``seq_len`` steps."""
+    resets) and stored at each sequence start, whence the update unrolls ``seq_len`` steps."""
 
     def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
                  seqs_per_state_reset: int, chunk_rows: int | None,
@@ -134,8 +132,8 @@ class Recurrent(Recurrence):
         self.unit_length = self.seq_len = seq_len
         self.seqs_per_state_reset = seqs_per_state_reset
         self.states = policy.init_states(num_envs)
-        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, policy.network.state_size,
-                                           device=device)
+        state_size = policy.network.state_size
+        self.sequence_states = torch.zeros(num_envs, horizon // seq_len, state_size, device=device)
         self.seqs = 0
         #: Whether the next sequence starts from :meth:`Policy.init_states` (after an env reset).
         self.restarting = False
@@ -146,15 +144,13 @@ class Recurrent(Recurrence):
         self.final_states: torch.Tensor | None = None
 
     def restart(self) -> None:
-        self.restarting = True
-        self.seqs = 0
+        self.restarting, self.seqs = True, 0
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         if t % self.seq_len == 0:
             period = self.seqs_per_state_reset
             if self.restarting or (period > 0 and self.seqs % period == 0):
-                self.states = self.policy.init_states(self.num_envs)
-                self.restarting = False
+                self.states, self.restarting = self.policy.init_states(self.num_envs), False
             self.sequence_states[:, t // self.seq_len] = self.states
             self.seqs += 1
         actions, logp, values, self.states = in_chunks(
@@ -164,24 +160,20 @@ class Recurrent(Recurrence):
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,
                  final_obs: Any) -> None:
-        if final_obs is not None:
-            self._keep_final_obs_values(t, truncated, final_obs)
-        self.states = self.states * (~(terminated | truncated)).to(self.states.dtype)
-
-    def _keep_final_obs_values(self, t: int, truncated: torch.Tensor, final_obs: Any) -> None:
-        if self.value_final_obs_in_rollout:
+        n, states = self.num_envs, self.states
+        if final_obs is not None and self.value_final_obs_in_rollout:
             if self.final_obs_values_kept is None:
-                self.final_obs_values_kept = torch.empty(self.num_envs, self.horizon, 1,
-                                                         device=self.device)
+                self.final_obs_values_kept = torch.empty(n, self.horizon, 1, device=self.device)
             copies = truncated.reshape(-1).nonzero().flatten()
             if copies.numel():
-                values = self._values_from(final_obs[copies], self.states[copies])
+                values = self._values_from(final_obs[copies], states[copies])
                 self.final_obs_values_kept[copies, t] = values
-            return
-        if self.final_states is None:
-            self.final_states = torch.empty(self.num_envs, self.horizon, self.states.shape[-1],
-                                            dtype=self.states.dtype, device=self.device)
-        self.final_states[:, t] = self.states
+        elif final_obs is not None:
+            if self.final_states is None:
+                self.final_states = torch.empty(n, self.horizon, states.shape[-1],
+                                                dtype=states.dtype, device=self.device)
+            self.final_states[:, t] = states
+        self.states = states * (~(terminated | truncated)).to(states.dtype)
 
     def values(self, obs: Observation) -> torch.Tensor:
         return self._values_from(obs, self.states)
@@ -224,8 +216,8 @@ class Recurrent(Recurrence):
         return tensor_bytes(t for t in kept if t is not None)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"states": self.states.cpu().clone(),
-                "sequence_states": self.sequence_states.cpu().clone(), "seqs": self.seqs}
+        states = {k: getattr(self, k).cpu().clone() for k in ("states", "sequence_states")}
+        return {**states, "seqs": self.seqs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.states = state["states"].to(self.device)

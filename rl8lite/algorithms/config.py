@@ -89,10 +89,8 @@ class AlgorithmConfig:
     normalize_advantages: bool = True
     #: Divide rewards by the std of their running discounted sums (as in rl8).
     normalize_rewards: bool = True
-    #: Normalise every float observation entry by its running mean and variance over the
-    #: collects so far (float64, pooled over ranks; updated after each ``step``, so a collect and
-    #: the update after it see the same statistics), in the policy: checkpointed and exported with
-    #: it. Off by default, as in rl8: the bundled envs' observations are already of unit scale.
+    #: Normalise every float observation entry by its running mean and variance (float64, pooled
+    #: over ranks, updated after each ``step``), in the policy: checkpointed and exported with it.
     normalize_observations: bool = False
     #: Normalised observations are clipped to ``[-observation_clip, observation_clip]`` (``> 0``).
     observation_clip: float = 10.0
@@ -157,8 +155,8 @@ class AlgorithmConfig:
         for name in ("compile", "tune_malloc", "shuffle_minibatches", "normalize_advantages",
                      "normalize_rewards", "normalize_observations", "accumulate_grads",
                      "enable_amp"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be a bool, received {getattr(self, name)!r}")
+            if not isinstance(value := getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, received {value!r}")
         if self.cuda_graphs not in (True, False, "auto"):
             raise ConfigError(f"cuda_graphs must be True, False or 'auto', received"
                               f" {self.cuda_graphs!r}")
@@ -179,9 +177,8 @@ class AlgorithmConfig:
             raise ConfigError(f"optimizer_cls must be a torch.optim.Optimizer subclass, received"
                               f" {optimizer!r}")
         for name in ("optimizer_config", "model_config", "env_config"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), dict):
-                raise ConfigError(f"{name} must be a dict or None, received"
-                                  f" {getattr(self, name)!r}")
+            if not isinstance(value := getattr(self, name), dict | None):
+                raise ConfigError(f"{name} must be a dict or None, received {value!r}")
         for key, value in (self.optimizer_config or {}).items():
             if not _is_finite(value):
                 raise ConfigError(f"optimizer_config[{key!r}] must be finite, received {value!r}")
@@ -219,8 +216,7 @@ class AlgorithmConfig:
         return self.algorithm_cls(env, self)
 
     def for_instance(self, env: Any, overrides: dict[str, Any]) -> AlgorithmConfig:
-        """This config with an env instance's ``num_envs``, ``horizon`` and ``device`` (a
-        :class:`ConfigError` where an explicit value differs)."""
+        """This config with an env instance's ``num_envs``, ``horizon`` and ``device``."""
         if getattr(env, "closed", False):
             raise ValueError(f"the {type(env).__name__} instance is closed: build a new one")
         defaults = type(self)()
@@ -240,8 +236,7 @@ class AlgorithmConfig:
     def replace(self, **overrides: Any) -> AlgorithmConfig:
         """A copy with ``overrides``; an unknown name is a ``TypeError`` naming the closest ones."""
         names = [f.name for f in dataclasses.fields(self)]
-        unknown = sorted(set(overrides) - set(names))
-        if unknown:
+        if unknown := sorted(set(overrides) - set(names)):
             fields = unknown_fields(unknown, names)
             raise TypeError(f"unknown {type(self).__name__} field(s): {fields}")
         return dataclasses.replace(self, **overrides)
@@ -295,18 +290,12 @@ def check_float(name: str, value: Any, interval: str) -> None:
 
 def _is_finite(value: Any) -> bool:
     """False when ``value`` is, or (a tuple or list: Adam's ``betas``) holds, a NaN or inf."""
-    if isinstance(value, numbers.Real):
-        return isinstance(value, numbers.Integral) or math.isfinite(value)
-    if isinstance(value, torch.Tensor):
-        return bool(torch.isfinite(value).all())
     if isinstance(value, (tuple, list)):
         return all(_is_finite(v) for v in value)
-    return True
-
-
-def config_fields(config_cls: type[AlgorithmConfig] | None = None) -> list[str]:
-    """Names of every field of ``config_cls`` (default :class:`AlgorithmConfig`)."""
-    return [f.name for f in dataclasses.fields(config_cls or AlgorithmConfig)]
+    if isinstance(value, torch.Tensor):
+        return bool(torch.isfinite(value).all())
+    return not isinstance(value, numbers.Real) or isinstance(value, numbers.Integral) or (
+        math.isfinite(value))
 
 
 @dataclass
@@ -335,4 +324,4 @@ class RecurrentAlgorithmConfig(AlgorithmConfig):
 
 
 __all__ = ["AlgorithmConfig", "ConfigError", "RecurrentAlgorithmConfig", "check_float", "check_int",
-           "config_fields", "unknown_fields"]
+           "unknown_fields"]

@@ -33,9 +33,8 @@ def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
     prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
-        values = {k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints))
-                  for k in differing}
-        details = "; ".join(f"{k}: {v}" for k, v in values.items())
+        by_rank = lambda k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints))
+        details = "; ".join(f"{k}: {by_rank(k)}" for k in differing)
         raise DistributedError(f"the ranks were given different configs ({details}); every process"
                                " must be built with the same config (num_envs is per process)")
 
@@ -100,26 +99,21 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
     """A collect's statistics over every rank (means average, stds pool, counts add)."""
     pooled, world = dict(values), ranks.world_size
     spread = [p for p in ("returns", "rewards") if f"{p}/mean" in values]
-    summands = []
-    for p in spread:
-        mean, std = values[f"{p}/mean"], values[f"{p}/std"]
-        summands += [mean, std.square() + mean.square()]
+    moments = [(values[f"{p}/mean"], values[f"{p}/std"]) for p in spread]
     counts = [k for k in values if k.endswith("/count")]
-    summed = ranks.sum(summands + [values[k] for k in counts],
-                       device=next(iter(values.values())).device)
+    summed = ranks.sum([x for mean, std in moments for x in (mean, std.square() + mean.square())]
+                       + [values[k] for k in counts], device=next(iter(values.values())).device)
     for i, prefix in enumerate(spread):
         mean = summed[2 * i] / world
         pooled[f"{prefix}/mean"] = mean
         pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
-    for i, key in enumerate(counts):
-        pooled[key] = summed[2 * len(spread) + i]
-    lows = [k for k in values if k.endswith("/min")]
-    highs = [k for k in values if k.endswith("/max")]
-    extremes = torch.stack([-values[k].double() for k in lows]
-                           + [values[k].double() for k in highs])
+    pooled.update(zip(counts, summed[2 * len(spread):]))
+    # min x = -max(-x): one all-reduce for both
+    signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values
+             if k.endswith(("/min", "/max"))}
+    extremes = torch.stack([sign * values[k].double() for k, sign in signs.items()])
     ranks.all_reduce_(extremes, "max")
-    for i, key in enumerate(lows + highs):
-        pooled[key] = -extremes[i] if i < len(lows) else extremes[i]
+    pooled.update({k: sign * x for (k, sign), x in zip(signs.items(), extremes)})
     return pooled
 
 

@@ -162,8 +162,7 @@ class Rollout:
         #: Whether the last collect's env reported episode ends (``None`` before any).
         self.episodic: bool | None = None
         self._final_obs: Observation | None = None
-        self._values_after = False
-        self._checked_actions = False
+        self._values_after = self._checked_actions = False
         #: The time loop as a CUDA graph (:class:`~.graphs.GraphedRollout`), if any.
         self.graphed: Any = None
         #: ``repr`` of the env config of the last reset (a captured step bakes its parameters in).
@@ -214,9 +213,9 @@ class Rollout:
         rewards_buf = buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
         values_after = self._values_after = recurrence.values_after_rollout
-        episodic, final_obs_buf = bool(self.episodic), self._final_obs
-        if not checked:
-            episodic, final_obs_buf = False, None
+        episodic, final_obs_buf = False, None
+        if checked:
+            episodic, final_obs_buf = bool(self.episodic), self._final_obs
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:
@@ -266,7 +265,7 @@ class Rollout:
         """Every value the advantages need (V(final_obs) of truncated episodes too)."""
         buf, horizon = self.buffer, self.horizon
         if self._values_after:
-            self.recurrence.fill_values(buf[DataKeys.OBS], buf[DataKeys.VALUES])
+            self.recurrence.fill_values(buf)
         else:
             buf[DataKeys.VALUES][:, horizon] = self.recurrence.values(last_obs)
         if not self.episodic:

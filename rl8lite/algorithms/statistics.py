@@ -16,9 +16,8 @@ _WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return
                  "episodes/length_mean")
 #: Completed episodes whose mean is ``episodes/return_mean`` (SB3's and rsl_rl's window).
 EPISODE_WINDOW = 100
-#: Checkpoint keys of what :class:`CollectStatistics` carries between collects.
-_CARRIED = {"discounted_return": "discounted_return", "episode_return": "episode_return",
-            "episode_length": "episode_length", "recent_episodes": "recent"}
+#: What :class:`CollectStatistics` carries between collects (its checkpoint keys).
+_CARRIED = ("discounted_return", "episode_return", "episode_length", "recent_episodes")
 
 
 def extrema(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,7 +106,7 @@ class CollectStatistics:
         self.episode_return = torch.zeros(num_envs, device=device)
         self.episode_length = torch.zeros(num_envs, dtype=torch.long, device=device)
         #: The returns and lengths of the last ``window`` completed episodes, oldest first.
-        self.recent = torch.zeros(0, 2, dtype=torch.float64, device=device)
+        self.recent_episodes = torch.zeros(0, 2, dtype=torch.float64, device=device)
 
     def restart(self) -> None:
         """An env reset: every copy starts a new episode."""
@@ -153,37 +152,34 @@ class CollectStatistics:
 
     def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor,
                         lengths: torch.Tensor) -> dict[str, float]:
-        # episodes in the order they ended (time, then copy)
-        order = ends.t()
+        order = ends.t()  # episodes in the order they ended (time, then copy)
         new = torch.stack([returns.t()[order], lengths.t()[order]], dim=-1)
-        recent = torch.cat([self.recent, new])
-        self.recent = recent if self.window is None else recent[-self.window:]
-        sums = self.whole.sums_tensor(torch.stack([
-            torch.tensor(float(len(self.recent)), dtype=torch.float64, device=recent.device),
-            self.recent[:, 0].sum(), self.recent[:, 1].sum(),
-        ]))
-        low, high = self.whole.extremes(self.recent[:, 0])
+        recent = torch.cat([self.recent_episodes, new])
+        recent = self.recent_episodes = recent if self.window is None else recent[-self.window:]
+        count = torch.tensor(float(len(recent)), dtype=torch.float64, device=recent.device)
+        sums = self.whole.sums_tensor(torch.stack([count, recent[:, 0].sum(), recent[:, 1].sum()]))
+        low, high = self.whole.extremes(recent[:, 0])
         count, return_sum, length_sum = sums.tolist()
         if not count:
             return dict.fromkeys(_WINDOW_STATS, float("nan"))
         return dict(zip(_WINDOW_STATS, (return_sum / count, low, high, length_sum / count)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, name).cpu().clone() for key, name in _CARRIED.items()}
+        return {name: getattr(self, name).cpu().clone() for name in _CARRIED}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = {"recent_episodes": torch.zeros(0, 2, dtype=torch.float64), **state}
-        for key, name in _CARRIED.items():
-            setattr(self, name, state[key].to(self.discounted_return.device))
+        for name in _CARRIED:
+            setattr(self, name, state[name].to(self.discounted_return.device))
 
 
 def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
     """The stats of several equally long collects as one."""
     merged = dict(collects[-1])
     for key in collects[0]:
-        values = [c[key] for c in collects]
         if key.startswith("episodes/") and key != "episodes/count":
             continue
+        values = [c[key] for c in collects]
         if key.endswith(("/count", "/steps", "/resets", "_ms")):
             merged[key] = float(sum(values))
         elif key.endswith("/min"):

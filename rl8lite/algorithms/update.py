@@ -65,8 +65,7 @@ class PPOUpdate:
                  ranks: Ranks | None = None) -> None:
         self.optimizer, self.params, self.evaluate = optimizer, params, evaluate
         self.unit_length, self.hparams, self.device = unit_length, hparams, device
-        self.chunk_samples = chunk_samples
-        self.ranks = ranks or Ranks()
+        self.chunk_samples, self.ranks = chunk_samples, ranks or Ranks()
         self.whole_batch = WholeBatch(self.ranks)
         distributed = self.ranks.distributed
         self.average_gradients = GradientAverager(params, self.ranks) if distributed else None
@@ -77,15 +76,13 @@ class PPOUpdate:
         self.skips_on_device = self.grad_scaler is None and fused
         # tensors, so that compiled or captured code reads their current values
         self.coeff = torch.zeros((), device=device)
-        self.advantage_normalization = (torch.zeros((), device=device),
-                                        torch.ones((), device=device))
+        self.advantage_normalization = torch.zeros((), device=device), torch.ones((), device=device)
         #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
         eager = self.chunk_losses_eager
+        # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
         self.chunk_losses = torch.compile(eager) if hparams.compile else eager
-        # the loss compiles; the step's backward stays eager (dynamo cannot trace a recurrent
-        # model's backward)
         self.step_fn: Callable[..., torch.Tensor] = self.minibatch_step
 
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
@@ -240,8 +237,7 @@ class PPOUpdate:
                              " (earlier ones were).")
 
     def recompute_old_logp(self, batch: UpdateBatch) -> None:
-        """Recompute the buffer's log-probabilities under autocast, so the PPO ratio starts at 1
-        (the random stream left as it was)."""
+        """Recompute the buffer's log-probabilities under autocast (the PPO ratio starts at 1)."""
         hp, unit = self.hparams, self.unit_length
         size = hp.num_envs * hp.horizon // unit
         chunk = max(1, (self.chunk_samples or size * unit) // unit)

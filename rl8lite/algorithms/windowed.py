@@ -26,8 +26,7 @@ def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
 
 
 def windows_seen(model: Any, observation_spec: Spec) -> str | None:
-    """``"<Model> sees windows of past observations [...] (view requirements)"``, or ``None``
-    when ``model`` sees the current observation alone (exports and videos refuse the former)."""
+    """A message naming the windows of past observations ``model`` sees, or ``None``."""
     entries = plan_windows(model, observation_spec)
     if not entries:
         return None
@@ -83,8 +82,8 @@ def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = Fals
 
 
 class Windowed(Feedforward):
-    """A feedforward policy whose model sees windows of past observations, each entry kept in a
-    store with ``size - 1`` earlier steps in front; earlier episodes are padding."""
+    """A feedforward policy whose model sees windows of past observations (earlier episodes:
+    padding), each entry kept in a store with ``size - 1`` earlier steps in front."""
 
     def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
@@ -99,16 +98,12 @@ class Windowed(Feedforward):
         #: dtype of store row indices: int32 where every row of every store fits.
         self.index_dtype = index_dtype(num_envs * (max(entries.values()) + horizon) + 1)
         for path, size in entries.items():
-            history = size - 1
+            history, length = size - 1, size + horizon
             current = _entry(buffer[DataKeys.OBS], path)
-            length = history + horizon + 1
             rows = current.new_zeros(num_envs * length + 1, *current.shape[2:])
             store = rows[:-1].view(num_envs, length, *current.shape[2:])
             store[:, history:] = current
-            if path:
-                buffer[DataKeys.OBS].set(path, store[:, history:], inplace=False)
-            else:
-                buffer.set(DataKeys.OBS, store[:, history:], inplace=False)
+            buffer.set((DataKeys.OBS, *path), store[:, history:], inplace=False)
             self.stores[path], self.rows_with_zeros[path] = store, rows
             self.offsets[path] = torch.arange(history, -1, -1, device=device)
             self.positions[path] = torch.arange(size, device=device, dtype=self.index_dtype)
@@ -131,8 +126,7 @@ class Windowed(Feedforward):
         """The last ``size`` columns of each store move to the front; episode indices carry over."""
         horizon = self.horizon
         for store in self.stores.values():
-            history = store.shape[1] - horizon - 1
-            tail = store[:, horizon:]
+            history, tail = store.shape[1] - horizon - 1, store[:, horizon:]
             store[:, : history + 1] = tail.clone() if horizon <= history else tail
         # in place: new tensors made here would be inference tensors, which checkpoints can't load
         torch.clamp(horizon - self.start, max=self.cap, out=self.initial)
@@ -163,12 +157,9 @@ class Windowed(Feedforward):
         """``[N, T + 1]`` index of each buffered observation in its episode."""
         return episode_steps(episode_ends(self.buffer), initial=self.initial)
 
-    def rows(self) -> WindowRows:
+    def obs_rows(self, buffer: TensorDict) -> WindowRows:
         """The model's input at every buffer row (``[N * (T + 1)]``), gathered by index."""
         return WindowRows(self, self.episode_steps().reshape(-1))
-
-    def fill_values(self, obs_buf: Observation, values_buf: torch.Tensor) -> None:
-        self.fill_values_of_rows(self.rows(), values_buf)
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
                          steps: torch.Tensor) -> torch.Tensor:
@@ -181,9 +172,6 @@ class Windowed(Feedforward):
             window = torch.cat([every[copies, steps, 1:], _entry(final_obs, path).unsqueeze(1)], 1)
             windows[path] = _padded(window, self.offsets[path] > before + 1, inplace=True)
         return Feedforward.values(self, _with_windows(final_obs, windows))
-
-    def _rows(self, buffer: TensorDict, key: str) -> Any:
-        return self.rows() if key == DataKeys.OBS else flat_rows(buffer[key])
 
     def first_step_inputs(self, obs: Observation) -> Observation:
         """What the model sees at an episode's first step: windows of padding and ``obs``."""
@@ -239,8 +227,7 @@ class WindowRows:
     """The model's input at ``[N * (T + 1)]`` buffer rows, built on indexing."""
 
     def __init__(self, windowed: Windowed, steps: torch.Tensor) -> None:
-        self.windowed = windowed
-        self.steps = steps
+        self.windowed, self.steps, self.total = windowed, steps, steps.shape[0]
         obs = windowed.buffer[DataKeys.OBS]
         self.plain: dict[Path, torch.Tensor] = {}
         if isinstance(obs, TensorDict):
@@ -248,7 +235,6 @@ class WindowRows:
                 path = (key,) if isinstance(key, str) else tuple(key)
                 if path not in windowed.entries:
                     self.plain[path] = flat_rows(value)
-        self.total = steps.shape[0]
 
     @property
     def shape(self) -> torch.Size:
@@ -274,10 +260,8 @@ class WindowRows:
         if () in windows:
             return windows[()]
         out = TensorDict({}, batch_size=[rows.shape[0]], device=self.steps.device)
-        for path, value in self.plain.items():
-            out.set(path, value[rows])
-        for path, window in windows.items():
-            out.set(path, window)
+        for path, value in {**{p: v[rows] for p, v in self.plain.items()}, **windows}.items():
+            out.set(path, value)
         return out
 
 

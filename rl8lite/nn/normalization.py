@@ -1,4 +1,4 @@
-"""Observation normalisation: running moments of every float observation leaf, in the policy.
+"""Observation normalisation: running moments of every float observation leaf.
 
 Examples:
     >>> import torch
@@ -46,22 +46,16 @@ def merge_moments(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
                   batch_var: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Chan et al.'s parallel update of ``(count, mean, var)`` (population variance) with a
     batch's: ``delta = mean_b - mean``, ``M2 = var n + var_b n_b + delta^2 n n_b / (n + n_b)``."""
-    total = count + batch_count
-    delta = batch_mean - mean
-    new_mean = mean + delta * (batch_count / total)
+    total, delta = count + batch_count, batch_mean - mean
     m2 = var * count + batch_var * batch_count + delta.square() * (count * batch_count / total)
-    return total, new_mean, m2 / total
+    return total, mean + delta * (batch_count / total), m2 / total
 
 
 class ObservationNormalizer(nn.Module):
     """``clamp((x - mean) / sqrt(var + eps), -clip, clip)`` for every float observation leaf,
-    with running moments in float64 (identity until the first :meth:`update`).
-
-    Integer and categorical leaves and the action mask pass unchanged; windows of past
-    observations (view requirements) are normalised step by step, their padding kept zero.
-
-    Raises:
-        ValueError: The observation has no float leaf (naming the keys it has).
+    with running moments in float64 (identity until the first :meth:`update`); a ``ValueError``
+    for a spec without float leaves. Integer and categorical leaves and the action mask pass
+    unchanged; windows of past observations are normalised step by step, their padding kept zero.
     """
 
     def __init__(self, observation_spec: Spec, *, clip: float = 10.0, eps: float = 1e-8) -> None:
@@ -106,30 +100,24 @@ class ObservationNormalizer(nn.Module):
     @torch.no_grad()
     def update(self, rows: Observation, sum_over_ranks: Summer | None = None) -> None:
         """Merge the moments of ``rows`` (observations ``[R, ...]``; every rank's when
-        ``sum_over_ranks`` sums a float64 tensor over ranks) into the running ones.
-
-        Raises:
-            ValueError: A moment is not finite (naming the entry); nothing is changed then.
-        """
+        ``sum_over_ranks`` sums a float64 tensor over ranks) into the running ones; a
+        ``ValueError`` naming the entry, and nothing changed, where a moment is not finite."""
         means = [getattr(self, f"mean_{i}") for i in range(len(self.paths))]
+        sizes = [mean.numel() for mean in means]
         xs = [(rows if not path else rows.get(path)).reshape(-1, *mean.shape).double()
               for path, mean in zip(self.paths, means)]
+        total = sum_over_ranks or (lambda t: t)
         # two passes (the batch mean, then squared deviations from it): no cancellation
-        sums = torch.cat([torch.cat([x.new_full((1,), x.shape[0]), x.sum(0).flatten()])
-                          for x in xs])
-        sums = sums if sum_over_ranks is None else sum_over_ranks(sums)
-        batch_stats, offset = [], 0
-        for x, mean in zip(xs, means):
-            n, s1 = sums[offset], sums[offset + 1:offset + 1 + mean.numel()].view(mean.shape)
-            offset += 1 + mean.numel()
-            batch_stats.append((n, s1 / n))
-        squares = torch.cat([(x - batch_mean).square().sum(0).flatten()
-                             for x, (_, batch_mean) in zip(xs, batch_stats)])
-        squares = squares if sum_over_ranks is None else sum_over_ranks(squares)
-        merged, offset = [], 0
-        for i, (key, mean, (n, batch_mean)) in enumerate(zip(self.keys(), means, batch_stats)):
-            batch_var = squares[offset:offset + mean.numel()].view(mean.shape) / n
-            offset += mean.numel()
+        sums = total(torch.cat([torch.cat([x.new_full((1,), x.shape[0]), x.sum(0).flatten()])
+                                for x in xs]))
+        batch_stats = [(part[0], part[1:].view(mean.shape) / part[0])
+                       for part, mean in zip(sums.split([1 + n for n in sizes]), means)]
+        squares = total(torch.cat([(x - batch_mean).square().sum(0).flatten()
+                                   for x, (_, batch_mean) in zip(xs, batch_stats)]))
+        merged = []
+        for i, (key, mean, (n, batch_mean), square) in enumerate(
+                zip(self.keys(), means, batch_stats, squares.split(sizes))):
+            batch_var = square.view(mean.shape) / n
             state = (getattr(self, f"count_{i}"), mean, getattr(self, f"var_{i}"))
             merged.append((state, merge_moments(*state, n, batch_mean, batch_var)))
             if not all(bool(m.isfinite().all()) for m in merged[-1][1]):

@@ -41,7 +41,7 @@ def config_from_plain(plain: dict[str, Any], *, recurrent: bool = False) -> Algo
             values[name] = import_dotted_path(values[name])
     for name in ("lr_schedule", "entropy_coeff_schedule"):
         if values.get(name) is not None:
-            values[name] = [tuple(item) for item in values[name]]
+            values[name] = list(map(tuple, values[name]))
     return (RecurrentAlgorithmConfig if recurrent else AlgorithmConfig)(**values)
 
 
@@ -59,9 +59,8 @@ def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
     spec_args = (algorithm.env.observation_spec, algorithm.env.action_spec)
     call = f"{type(model).__name__}(observation_spec, action_spec, **model.config)"
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    devices = [torch.cuda.current_device()] if cuda else []
-    try:
-        with torch.random.fork_rng(devices=devices):  # its initialisation draws: keep the stream
+    try:  # its initialisation draws random numbers: keep the streams
+        with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []):
             rebuilt = type(model)(*spec_args, **dict(getattr(model, "config", {}) or {}))
     except Exception as e:  # noqa: BLE001 - any constructor failure means no resume
         problem = f"{call} raises {type(e).__name__}: {e}"
@@ -71,11 +70,10 @@ def warn_if_model_cannot_be_rebuilt(algorithm: Algorithm) -> None:
         differences = sorted(set(expected.items()) ^ set(got.items()))[:3]
         problem = f"{call} builds other parameters (e.g. {differences})" if differences else None
     if problem is not None:
-        warnings.warn(
-            "checkpoints of this run cannot be resumed with from_checkpoint: they keep the model"
-            f" instance as its class and config, and {problem}. Pass every constructor argument"
-            " on to Model.__init__(**config), or use model_cls= and model_config=.",
-            RuntimeWarning, stacklevel=4)
+        warnings.warn("checkpoints of this run cannot be resumed with from_checkpoint: they keep"
+                      f" the model instance as its class and config, and {problem}. Pass every"
+                      " constructor argument on to Model.__init__(**config), or use model_cls="
+                      " and model_config=.", RuntimeWarning, stacklevel=4)
 
 
 def write(algorithm: Algorithm, counters: dict[str, int], tracker: Tracker,
@@ -136,8 +134,7 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
                     f"checkpoint {str(path)!r}: the env instance differs from the one it was"
                     " written from: " + "; ".join(mismatch))
         target: Any = env if env is not None else import_env_class(saved_env)
-        default_cls = "rl8lite.algorithms.Algorithm"
-        algorithm_cls = import_dotted_path(data.get("algorithm_cls", default_cls))
+        algorithm_cls = import_dotted_path(data.get("algorithm_cls", "rl8lite.Algorithm"))
         recurrent = "recurrent" in data["algorithm"] or "seq_len" in data["config"]
         config = config_from_plain(data["config"], recurrent=recurrent)
         if env is not None or device is not None:
@@ -163,8 +160,7 @@ def latest_in_folder(folder: Path) -> Path:
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
     """Rank 0's name of a run's checkpoint: ``latest``'s, else most env steps, else the artifact."""
     uri = tracking_uri or default_tracking_uri()
-    folder = checkpoint_dir(uri, run_id)
-    latest = files.latest_in(folder)
+    latest = files.latest_in(folder := checkpoint_dir(uri, run_id))
     if latest is not None and files.rank_file(latest, rank).is_file():
         return latest
     if rank:  # its own file must be on this machine (the MLflow artifact is rank 0's)
@@ -185,18 +181,15 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
 
 def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
                     custom_tracker: bool) -> tuple[dict[str, Any], Path]:
-    """This rank's checkpoint that a file, a run's checkpoint folder, its ``latest`` record or a
-    run id names, read, and its path."""
+    """This rank's checkpoint (a file, a run's folder or ``latest`` record, or a run id), read."""
     rank, world_size, _ = process_rank()
     path = Path(path_or_run_id)
     if path.is_dir() or (path.name == files.LATEST and path.is_file()):
         path = latest_in_folder(path if path.is_dir() else path.parent)
     elif not path.is_file() and not str(path_or_run_id).endswith(".pt"):
         path = latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
-    own = files.rank_file(path, rank)
-    data = files.read_checkpoint(own)
-    saved_world = int(data.get("world_size", 1))
-    if saved_world != world_size:
+    data = files.read_checkpoint(own := files.rank_file(path, rank))
+    if (saved_world := int(data.get("world_size", 1))) != world_size:
         raise files.CheckpointError(
             f"checkpoint {str(own)!r} was written by {saved_world} process(es) and is resumed"
             f" by {world_size}: each rank's env copies, buffer and random streams are saved"

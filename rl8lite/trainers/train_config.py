@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..algorithms import Algorithm, AlgorithmConfig, RecurrentAlgorithmConfig
-from ..algorithms.config import config_fields, unknown_fields
+from ..algorithms.config import unknown_fields
 from ..env import Env, import_env_class
 from ..runtime.imports import import_dotted_path
 from .checkpoints import CLASS_FIELDS
@@ -27,8 +27,7 @@ class TrainConfigError(ValueError):
 
 
 class UnknownFieldError(TrainConfigError, TypeError):
-    """``algorithm_config`` names a field :class:`~rl8lite.AlgorithmConfig` lacks (also a
-    ``TypeError``, like an unknown keyword of :class:`~rl8lite.Algorithm`)."""
+    """An unknown ``algorithm_config`` field (also a ``TypeError``, as in ``Algorithm``)."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -82,7 +81,8 @@ class TrainConfig:
             raise TrainConfigError("algorithm_config must be a mapping of AlgorithmConfig fields,"
                                    f" received {self.algorithm_config!r}")
         values = self.algorithm_config = dict(self.algorithm_config or {})
-        names = config_fields(RecurrentAlgorithmConfig if self.recurrent else AlgorithmConfig)
+        config_cls = RecurrentAlgorithmConfig if self.recurrent else AlgorithmConfig
+        names = [f.name for f in dataclasses.fields(config_cls)]
         if unknown := [key for key in values if key not in names]:
             fields = unknown_fields(unknown, names)
             raise UnknownFieldError(f"unknown algorithm_config field(s) {fields}")

@@ -1,5 +1,5 @@
 """``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking around an
-algorithm (it knows nothing of PPO, and talks to MLflow only through a ``Tracker``)."""
+algorithm."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
 
     Each trainer owns one MLflow run (or logs into the one the user opened), ended by
-    :meth:`close`, the context manager or the end of :meth:`run`; metrics are logged with
-    ``step = env steps``. Under ``torchrun`` rank 0 alone logs and prints.
+    :meth:`close`, the context manager or the end of :meth:`run`. Under ``torchrun`` rank 0 alone
+    logs and prints.
 
     Args:
         experiment_name: MLflow experiment (default: the active one, else the env class's name).
@@ -67,8 +67,7 @@ class Trainer:
         ranks = algorithm.ranks
         self.progress, self.save_policy = progress and ranks.is_main, save_policy
         self._model_checked = self._videos_failed = False
-        self._last_report = (0.0, -1)
-        self._filming: Filming | None = None
+        self._last_report, self._filming = (0.0, -1), None
         self.tracker: tracking.Tracker
         with ranks.sharing_failures():  # e.g. an unreachable store on rank 0: every rank stops
             if ranks.is_main:
@@ -84,8 +83,8 @@ class Trainer:
             else:
                 self.tracker = tracking.NullTracker(folder or None)
         if not self.tracker.resumed:
-            versions = {"versions/mlflow": tracking.mlflow_version()}
-            self.tracker.log_params({**algorithm.params, **versions})
+            self.tracker.log_params({**algorithm.params,
+                                     "versions/mlflow": tracking.mlflow_version()})
 
     @property
     def ranks(self) -> Ranks:
@@ -113,14 +112,12 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate the policy under ``env_config`` (:meth:`rl8lite.Algorithm.evaluate`); log and
-        return the stats under ``eval/`` (``eval/<name>/`` with a ``name``)."""
+        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``."""
         stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
         hp = self.algorithm.hparams
         copies = hp.num_envs * self.ranks.world_size
         self.state["algorithm/collects"] += round(stats["env/steps"] / (copies * hp.horizon))
-        prefix = f"eval/{name}/" if name else "eval/"
-        stats = {f"{prefix}{k}": v for k, v in stats.items()}
+        stats = {f"eval/{name}/{k}" if name else f"eval/{k}": v for k, v in stats.items()}
         self.tracker.log_metrics(stats, step=self.state["env/steps"])
         return stats
 
@@ -142,8 +139,7 @@ class Trainer:
         for name, value in intervals.items():
             check_int(name, value, minimum=1, optional=True, error=ValueError)
         check_int("keep_checkpoints", keep_checkpoints, minimum=1, error=ValueError)
-        conditions = list(stop_conditions or [])
-        eval_env_config = eval_env_config or env_config
+        conditions, eval_env_config = list(stop_conditions or []), eval_env_config or env_config
         first_step, stop_signal = self.state["algorithm/steps"], None
         try:
             with SignalRequests() as requests, self.ranks.sharing_failures():
@@ -160,8 +156,7 @@ class Trainer:
                         self.save_checkpoint(keep=keep_checkpoints)
                     if stop_signal is not None:
                         self.tracker.end("KILLED", message=signal.Signals(stop_signal).name)
-                        break
-                    if stop:
+                    if stop or stop_signal is not None:
                         break
                     if _due(steps, steps_per_video):
                         self._film_next_episode()
@@ -222,9 +217,9 @@ class Trainer:
         self._last_report = (now, step)
         episodic = "episodes/count" in stats
         keys = [k for k in PROGRESS_KEYS if k in stats and not (k == "returns/mean" and episodic)]
-        shown = [f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]]
-        parts = [f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]
-        print(" | ".join(parts), flush=True)
+        shown = [f"{k} {stats[k]:.4g}" for k in keys if stats[k] == stats[k]]  # not NaN
+        print(" | ".join([f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]),
+              flush=True)
 
     # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
@@ -258,9 +253,8 @@ class Trainer:
                      max_steps: int = 1000, deterministic: bool = True,
                      env: Env | None = None) -> str | None:
         """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
-        after) under ``env_config``, up to ``max_steps``; log its ``render()`` frames as
-        ``videos/<name or "rollout">/step_<env steps>`` and return that path (rank 0; others
-        ``None``).
+        after) under ``env_config``, up to ``max_steps``; log it as ``videos/<name or "rollout">/
+        step_<env steps>`` and return that path (rank 0; others ``None``).
 
         Raises:
             NotImplementedError: The env has no ``render()``, or the model sees windows of past
@@ -276,8 +270,8 @@ class Trainer:
                                       " step; run(steps_per_video=...) films it during training")
         filming = film_policy(algorithm, env, max_steps=max_steps, deterministic=deterministic,
                               env_config=env_config)
-        steps = self.state["env/steps"]
-        return log_video(self.tracker, filming, name=name or "rollout", env_steps=steps)
+        return log_video(self.tracker, filming, name=name or "rollout",
+                         env_steps=self.state["env/steps"])
 
     def _film_next_episode(self) -> None:
         if self._filming is None and self.ranks.is_main and not self._videos_failed:
@@ -322,10 +316,9 @@ class Trainer:
                         device: str | None = None, progress: bool = True,
                         save_policy: bool = True, tracker: tracking.Tracker | None = None,
                         env: Env | None = None) -> Trainer:
-        """Rebuild a trainer from a checkpoint and reopen its MLflow run (the step axis goes on).
-
-        ``path_or_run_id``: a checkpoint file, a run's checkpoint folder or ``latest`` record, or
-        a run id. ``device`` overrides the saved one; ``env`` resumes onto an env instance.
+        """Rebuild a trainer from a checkpoint file, a run's checkpoint folder or ``latest``
+        record, or a run id, and reopen its MLflow run. ``device`` overrides the saved one;
+        ``env`` resumes onto an env instance.
 
         Raises:
             CheckpointError: The checkpoint is missing or unreadable, or cannot resume here (no
@@ -336,8 +329,8 @@ class Trainer:
         algorithm = checkpoints.algorithm_from_payload(data, own, device, env)
         if tracker is None and algorithm.ranks.is_main:
             run = data["run"]
-            uri = tracking_uri or run["tracking_uri"]
-            tracker = tracking.MlflowTracker("", run_id=run["run_id"], tracking_uri=uri)
+            tracker = tracking.MlflowTracker("", run_id=run["run_id"],
+                                             tracking_uri=tracking_uri or run["tracking_uri"])
         trainer = cls(algorithm, tracker=tracker, progress=progress, save_policy=save_policy)
         trainer.state = {k: int(v) for k, v in data["trainer"]["state"].items()}
         files.restore_rng(data["rng"])  # last: building the algorithm drew random numbers

@@ -1,6 +1,5 @@
-"""Rollout videos: copy 0 of an env filmed while the policy acts (during training collects, or
-in a rollout of its own), encoded as H.264 MP4 (PyAV, the ``video`` extra) or else as a GIF
-(Pillow), and logged to the run."""
+"""Rollout videos: copy 0 of an env filmed while the policy acts, encoded as H.264 MP4 (PyAV, the
+``video`` extra) or else as a GIF (Pillow), and logged to the run."""
 
 from __future__ import annotations
 
@@ -48,9 +47,9 @@ class Filming:
         except ValueError as e:
             self.error, self.done = e, True
         except NotImplementedError as e:
-            self.error = NotImplementedError(f"{name} has no render(): videos need an RGB frame"
-                                             f" [H, W, 3] of copy 0 at every step ({e})")
-            self.done = True
+            self.done, self.error = True, NotImplementedError(
+                f"{name} has no render(): videos need an RGB frame [H, W, 3] of copy 0 at every"
+                f" step ({e})")
 
     def __call__(self, out: Any) -> None:
         if self.done:
@@ -72,8 +71,7 @@ def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, determ
     """Reset ``env`` (default: the training env) under ``env_config`` and step it with the
     policy until copy 0's episode ends or ``max_steps``, filming copy 0. The random streams, and
     the training env's state (else a reset is requested), are restored after."""
-    training_env = env is None
-    env = algorithm.env if env is None else env
+    training_env, env = env is None, algorithm.env if env is None else env
     saved = env.state_dict() if training_env and env.restores_state else None
     policy, filming, rng = algorithm.policy, Filming(env, max_steps), capture_rng()
     try:
@@ -89,9 +87,8 @@ def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, determ
                         obs, states, deterministic=deterministic)
                 else:
                     actions = policy.sample_actions(obs, deterministic=deterministic)[0]
-                out = env.step(actions)
+                filming(out := env.step(actions))
                 obs = out[DataKeys.OBS]
-                filming(out)
     finally:
         restore_rng(rng)
         if saved is not None:
