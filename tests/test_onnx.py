@@ -74,3 +74,21 @@ def test_the_onnx_model_is_logged_to_the_run_and_served_by_mlflow(mlflow_store: 
         expected = algo.policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
     np.testing.assert_allclose(model.predict({"obs": obs})["actions"], expected, rtol=1e-5, atol=1e-5)
     assert mlflow.get_logged_model(info.model_id).source_run_id == run.info.run_id
+
+
+def test_the_trainer_exports_onnx_and_logs_its_onnx_flavour(tmp_path: Path, experiment_name: str) -> None:
+    from rl8lite import Trainer
+
+    with Trainer(trained(Algorithm, Pendulum), experiment_name=experiment_name, progress=False,
+                 save_policy=False) as trainer:
+        path = trainer.export_onnx(tmp_path / "policy.onnx")
+        trainer.log_policy(onnx=True)
+        run_id = trainer.tracker.run_id
+    obs = np.zeros((2, 3), dtype=np.float32)
+    from_file = ort.InferenceSession(str(path)).run(None, {"obs": obs})[0]
+    experiment = mlflow.get_run(run_id).info.experiment_id
+    models = mlflow.search_logged_models(experiment_ids=[experiment], output_format="list")
+    assert sorted(m.name for m in models) == ["policy", "policy-onnx"]
+    (onnx_model,) = [m for m in models if m.name == "policy-onnx"]
+    served = mlflow.pyfunc.load_model(f"models:/{onnx_model.model_id}").predict({"obs": obs})["actions"]
+    np.testing.assert_allclose(served, from_file, rtol=1e-6)

@@ -24,7 +24,7 @@ from ..env import Env
 from ..runtime import checkpoint_files as files
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
 from ..runtime.signals import SignalRequests
-from ..tracking.export import ExportError
+from ..tracking.export import ExportError, export_onnx, log_onnx_model
 from . import checkpoints
 from .videos import Filming, film_policy, log_video
 
@@ -222,14 +222,26 @@ class Trainer:
               flush=True)
 
     # ------------------------------------------------------------------ policy and videos
-    def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None) -> str:
+    def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
+                   onnx: bool = False) -> str:
         """Log the policy as an MLflow model of the run (and register it under
         ``registered_model_name``); return ``runs:/<run id>/<name>``, whose
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
+        ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions. With
+        ``onnx``, also log it as an MLflow ONNX model ``<name>-onnx`` (the ``onnx`` extra)."""
         register = registered_model_name or self.registered_model_name
-        return self.tracker.log_policy(self.algorithm.policy, self.algorithm.env.observation_spec,
-                                       name, step=self.state["env/steps"],
-                                       registered_model_name=register)
+        policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
+        uri = self.tracker.log_policy(policy, spec, name, step=self.state["env/steps"],
+                                      registered_model_name=register)
+        if onnx:
+            log_onnx_model(self.tracker.run_id, policy, spec, name=f"{name}-onnx",
+                           step=self.state["env/steps"])
+        return uri
+
+    def export_onnx(self, path: str | Path) -> Path:
+        """Write the policy's deterministic actions as an ONNX model to ``path``, observation
+        normalisation included, checked with onnxruntime (:func:`rl8lite.tracking.export.
+        export_onnx`, the ``onnx`` extra)."""
+        return export_onnx(self.algorithm.policy, self.algorithm.env.observation_spec, path)
 
     def _save_policy_or_warn(self) -> None:
         """Log the policy, or warn and keep its weights in a checkpoint (the run does not fail)."""
