@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rl8lite"
 MAX_LINES = 450
 #: The whole package, including what the open issues add (measured with ``wc -l``).
 #: Issue 26 sets 10,000 lines and 65 modules; the limit comes down with each trim and never goes up.
-MAX_TOTAL_LINES, MAX_MODULES = 10_200, 66
+MAX_TOTAL_LINES, MAX_MODULES = 10_200, 65
 
 
 def module_name(path: Path) -> str:
