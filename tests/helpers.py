@@ -211,3 +211,17 @@ class CueRecall(Env):
              "truncated": torch.zeros(self.num_envs, 1, dtype=torch.bool, device=self.device)},
             batch_size=[self.num_envs],
         )
+
+
+class DiesInSweepWorkers(DiscreteDummyEnv):
+    """Kills its own process (SIGKILL) at its 3rd step inside an ``rl8lite sweep`` worker."""
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        import os
+        import signal
+        import sys
+
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 3 and "--worker" in sys.argv:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().step(action)

@@ -198,3 +198,20 @@ def test_an_eval_stat_as_the_metric(tmp_path: Path, mlflow_store: str) -> None:
     assert len(history) == 1 and study.trials[0].value == history[-1].value <= 50  # at 2 of 4 steps
     with pytest.raises(SweepConfigError, match="is an eval stat: set sweep.steps_per_eval"):
         Sweep.from_file(write(tmp_path, metric="eval/episodes/return_mean"))
+
+
+@pytest.mark.slow
+def test_workers_killed_mid_trial_leave_their_trials_failed_and_the_command_says_so(
+        tmp_path: Path, mlflow_store: str) -> None:
+    path = tmp_path / "dies.yaml"
+    path.write_text(yaml.safe_dump({"env_cls": "tests.helpers.DiesInSweepWorkers",
+                                    "algorithm_config": {"num_envs": 2, "horizon": 4},
+                                    "sweep": {**SWEEP, "metric": "returns/mean", "trials": 2}}))
+    done = run_cli(mlflow_store, "-f", str(path), "--workers", "2", cwd=Path(__file__).parents[1])
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "2 of 2 sweep workers exited with status [-9, -9]; their running trials are FAILED" in done.stderr
+    client = mlflow.MlflowClient(mlflow_store)
+    (study_run,) = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                      filter_string="attributes.run_name = 'dies'")
+    trials = children(client, study_run.info.run_id)
+    assert len(trials) == 2 and {t.info.status for t in trials} == {"FAILED"}
