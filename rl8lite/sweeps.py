@@ -1,23 +1,6 @@
 """Sweeps on Optuna in MLflow: a study is one parent run, each trial a child run of a train
-config with sampled params (needs the ``sweep`` extra: ``optuna``).
-
-A sweep file is a train config plus a ``sweep`` block; ``params`` are dotted paths into the
-train config::
-
-    env_cls: rl8lite.examples.CartPole
-    algorithm_config: {num_envs: 32, horizon: 32, seed: 0}
-    sweep:
-      metric: episodes/return_mean   # a train stat, or eval/<stat> with eval_env_config
-      direction: maximize
-      max_steps: 40000               # env steps per trial
-      trials: 6
-      register: cartpole-sweep       # optional: the best policy, alias "champion"
-      pruner: median                 # optional (default none): stop a trial whose metric falls
-                                     # below the earlier trials' median (after 2 trials, 1/4 of
-                                     # max_steps)
-      params:
-        algorithm_config.optimizer_config.lr: {log_uniform: [1.0e-4, 1.0e-2]}
-        algorithm_config.num_sgd_iters: {choice: [2, 4, 8]}   # also uniform, int: [lo, hi]
+config with sampled params (the ``sweep`` extra). A sweep file is a train config plus a ``sweep``
+block (README.md, "Sweeps"); its ``params`` are dotted paths into the train config.
 """
 
 from __future__ import annotations
@@ -91,7 +74,7 @@ class Sweep:
         for path, spec in self.params.items():
             _check_distribution(path, spec)
             _set_path(copy.deepcopy(self.base), path, None)
-        self.train_config(self.corner(0))  # every path lands in a valid train config
+        self.train_config(self.lows())  # every path lands in a valid train config
 
     @classmethod
     def from_file(cls, path: str | Path) -> Sweep:
@@ -111,10 +94,9 @@ class Sweep:
         except (ValueError, TypeError, ImportError) as e:
             raise type(e)(f"{path}: {e}") from e
 
-    def corner(self, which: int) -> dict[str, Any]:
-        """Params at each range's low (0) or high (1) end: the set-up check's values."""
-        return {path: (spec.get("choice") or next(iter(spec.values())))[-which]
-                for path, spec in self.params.items()}
+    def lows(self) -> dict[str, Any]:
+        """Each param's low end (or first choice): the set-up checks' values."""
+        return {path: next(iter(spec.values()))[0] for path, spec in self.params.items()}
 
     def train_config(self, values: dict[str, Any], seed: int | None = None) -> TrainConfig:
         """The train config with ``values`` at their paths (and ``seed``)."""
@@ -266,7 +248,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
 def check_metric(sweep: Sweep) -> None:
     """A :class:`SweepConfigError` unless the metric is a stat the config's runs log (one
     collect and update of the config at its ranges' low ends tell)."""
-    algorithm = sweep.train_config(sweep.corner(0)).build_algorithm()
+    algorithm = sweep.train_config(sweep.lows()).build_algorithm()
     try:
         collect = algorithm.collect()
         stats = {**algorithm.memory_stats(), **collect, **algorithm.step()}
@@ -294,7 +276,7 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
     optuna, client = _optuna(), open_client(uri)
     from mlflow.optuna.storage import MlflowStorage
 
-    env_name = sweep.train_config(sweep.corner(0)).env_cls.__name__
+    env_name = sweep.train_config(sweep.lows()).env_cls.__name__
     experiment_id = experiment_id_for(client, uri, experiment_name, env_name)
     mlflow.set_tracking_uri(uri)
     storage = MlflowStorage(experiment_id=experiment_id)
@@ -306,9 +288,6 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
     # MLflow's storage makes a new study run at every create_study: load an existing one
     if storage.get_study_id_by_name_if_exists(name) is not None:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
-        if study.direction.name.lower() != sweep.direction:
-            raise SweepConfigError(f"study {name!r} was started to {study.direction.name.lower()};"
-                                   f" this sweep file says {sweep.direction}")
     else:
         study = optuna.create_study(study_name=name, storage=storage, direction=sweep.direction,
                                     pruner=pruner, sampler=sampler)
@@ -361,7 +340,7 @@ def _train(sweep: Sweep, trial: Any, config: TrainConfig, tracker: MlflowTracker
         trainer.tracker.log_params(algorithm.params)
     stop = [HitsUpperBound("env/steps", sweep.max_steps)]
     if trial is not None and not sweep.metric.startswith("eval/"):
-        stop.append(_Pruning(trial, sweep.metric))
+        stop.append(_pruning(trial, sweep.metric))
     try:
         trainer.run(stop_conditions=stop, steps_per_eval=sweep.steps_per_eval,
                     eval_env_config=sweep.eval_env_config)
@@ -378,19 +357,16 @@ def _train(sweep: Sweep, trial: Any, config: TrainConfig, tracker: MlflowTracker
     return value, tracker.model_id
 
 
-class _Pruning:
+def _pruning(trial: Any, metric: str) -> Any:
     """A stop condition reporting the metric to the trial; raises ``TrialPruned`` when told to."""
-
-    def __init__(self, trial: Any, metric: str) -> None:
-        self.trial, self.metric = trial, metric
-
-    def __call__(self, stats: dict[str, float]) -> bool:
-        value = stats.get(self.metric, math.nan)
+    def condition(stats: dict[str, float]) -> bool:
+        value = stats.get(metric, math.nan)
         if not math.isnan(value):
-            self.trial.report(value, int(stats["env/steps"]))
-            if self.trial.should_prune():
-                raise _optuna().TrialPruned(f"{self.metric} = {value} at {stats['env/steps']}")
+            trial.report(value, int(stats["env/steps"]))
+            if trial.should_prune():
+                raise _optuna().TrialPruned(f"{metric} = {value} at {stats['env/steps']}")
         return False
+    return condition
 
 
 def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> None:
@@ -409,9 +385,9 @@ def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> 
     client.set_registered_model_alias(sweep.register, "champion", version.version)
 
 
-def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = None) -> list[str]:
+def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = None) -> None:
     """Mark FAILED the RUNNING trials of this host whose process is gone (or is ``pid``)."""
-    host, failed = socket.gethostname(), []
+    host = socket.gethostname()
     runs = client.search_runs(
         [client.get_run(study_run).info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
@@ -420,8 +396,6 @@ def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = Non
         run_pid = int(run.data.tags.get(PID_TAG, "0"))
         if run_pid == pid or (pid is None and not _alive(run_pid)):
             client.set_terminated(run.info.run_id, status="FAILED")
-            failed.append(run.info.run_id)
-    return failed
 
 
 def _alive(pid: int) -> bool:

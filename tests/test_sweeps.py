@@ -30,11 +30,15 @@ SWEEP = {"metric": "episodes/return_mean", "direction": "maximize", "max_steps":
                     "algorithm_config.num_sgd_iters": {"choice": [2, 4]}}}
 
 
-def write(tmp_path: Path, name: str = "sweep.yaml", **changes: object) -> Path:
+def write(tmp_path: Path, name: str = "sweep.yaml", base: dict | None = None, **changes: object) -> Path:
     block = {**SWEEP, **changes}
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({**BASE, "sweep": block}))
+    path.write_text(yaml.safe_dump({**(base or BASE), "sweep": block}))
     return path
+
+
+def with_algorithm_config(**changes: object) -> dict:
+    return {**BASE, "algorithm_config": {**BASE["algorithm_config"], **changes}}
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -154,22 +158,24 @@ def test_two_workers_against_an_mlflow_server_and_a_killed_worker_leaves_its_tri
     pids = {t.data.tags["rl8lite.sweep.pid"] for t in children(client, study_run.info.run_id)}
     assert len(pids) == 2  # both workers ran trials
     # a worker killed mid-trial: its trial is FAILED at the next run, which carries on
-    BASE["algorithm_config"].update(num_envs=1, horizon=1)  # 4096 steps of one env step: slow
-    slow = write(tmp_path, "slow.yaml", max_steps=4096, trials=1)
+    slow_base = with_algorithm_config(num_envs=2, horizon=2)  # 4 env steps per training step: slow
+    slow = write(tmp_path, "slow.yaml", slow_base, max_steps=200_000, trials=1)
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - the worker writes to it
     worker = subprocess.Popen([sys.executable, "-m", "rl8lite", "sweep", "--worker", "-f", str(slow)],
-                              cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_server})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+                              cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_server},
+                              stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and worker.poll() is None:
         running = client.search_runs([e.experiment_id for e in client.search_experiments()],
                                      filter_string="attributes.status = 'RUNNING' and tags.`rl8lite.sweep.pid` != ''")
         if running:
             break
         time.sleep(0.5)
-    assert running, "the worker never started its trial"
     worker.kill()
     worker.wait()
-    BASE["algorithm_config"].update(num_envs=64, horizon=64)
-    fast = write(tmp_path, "slow.yaml", max_steps=4096, trials=1)
+    log.close()
+    assert running, f"the worker never started its trial: {(tmp_path / 'worker.log').read_text()[-3000:]}"
+    fast = write(tmp_path, "slow.yaml", with_algorithm_config(num_envs=256, horizon=64), max_steps=200_000, trials=1)
     done = run_cli(mlflow_server, "-f", str(fast), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert client.get_run(running[0].info.run_id).info.status == "FAILED"

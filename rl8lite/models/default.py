@@ -19,7 +19,6 @@ from .base import Model
 
 
 def _amd_cpu() -> bool:
-    """Whether this machine's CPU is AMD's (read once from ``/proc/cpuinfo``)."""
     try:
         with open("/proc/cpuinfo") as f:
             return any(line.startswith("vendor_id") and "AuthenticAMD" in line for line in f)
