@@ -44,9 +44,9 @@ Differences that remain (how each library works, not settings):
   gradient's; rsl_rl's Adam is torch's default, which on the CPU is the per-parameter
   loop (neither foreach nor fused), rl8lite's the fused one.
 - Layers: rsl_rl's MLP is ``nn.Linear``/``nn.Tanh`` modules; rl8lite's computes tanh as
-  ``2 * sigmoid(2x) - 1`` on CPUs where torch's tanh kernel is the slower (the same
-  function within float rounding; ``rl8lite.models.mlp.cpu_tanh_formula``, recorded in
-  the results), calls its layers without module hooks and uses its own ``Linear``.
+  ``2 * sigmoid(2x) - 1`` on AMD CPUs, where torch's tanh kernel is the slower (the same
+  function within float rounding; ``rl8lite.models.default.TANH_VIA_SIGMOID``), calls its
+  layers without module hooks and uses its own ``Linear``.
 - rl8lite makes glibc's malloc keep freed memory (``tune_malloc``, process-wide): rsl_rl,
   in the same process, runs with it too.
 - Both sides are seeded (0), but draw different random numbers: their episodes, and so
