@@ -10,11 +10,11 @@ import torch
 
 pytest.importorskip("genesis")
 
-from rl8lite import Algorithm  # noqa: E402
-from rl8lite.env import EnvConfigError  # noqa: E402
-from rl8lite.examples import Go2  # noqa: E402
-from rl8lite.examples.configs import GO2  # noqa: E402
-from rl8lite.examples.go2 import MAX_EPISODE_LENGTH  # noqa: E402
+from rl8lite import Algorithm
+from rl8lite.env import EnvConfigError
+from rl8lite.examples import Go2
+from rl8lite.examples.configs import GO2
+from rl8lite.examples.go2 import MAX_EPISODE_LENGTH
 
 # the first scene in a process compiles Genesis's kernels (about 80 s on 2 cores; 3 s after it)
 pytestmark = pytest.mark.slow
