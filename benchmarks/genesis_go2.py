@@ -8,7 +8,7 @@ time, env steps/s alone and in rl8lite training, and a reward curve.
 - training: ``Algorithm.collect()`` alone, and ``collect()`` + ``step()`` (a full iteration),
   with Genesis's rsl_rl settings (``rl8lite.examples.configs.GO2``: 24 steps per collect, 5
   epochs of 4 minibatches, 512-256-128 ELU actor and critic);
-- reward curve: per iteration, the per-step reward mean, the tracking term of the commanded
+- reward curve (until ``--iterations`` or ``--budget-s``): per iteration, the per-step reward mean, the tracking term of the commanded
   0.5 m/s (0.02 per step at best) and the completed episodes' mean return and length.
 
 Usage:
@@ -77,9 +77,12 @@ def training_steps_per_s(env: Any, hiddens: list[int], iterations: int) -> dict[
     return {"collect_env_steps_per_s": steps / collect, "full_env_steps_per_s": steps / full}
 
 
-def reward_curve(env: Any, hiddens: list[int], iterations: int) -> list[dict[str, float]]:
+def reward_curve(env: Any, hiddens: list[int], iterations: int, budget_s: float
+                 ) -> list[dict[str, float]]:
     algo, start, curve = algorithm(env, hiddens), time.perf_counter(), []
     for i in range(iterations):
+        if time.perf_counter() - start > budget_s:
+            break
         stats = algo.collect()
         terms = env.reward_terms()
         algo.step()
@@ -89,6 +92,7 @@ def reward_curve(env: Any, hiddens: list[int], iterations: int) -> list[dict[str
             "reward_mean": stats["rewards/mean"], "tracking_lin_vel": terms["tracking_lin_vel"],
             "episode_return_mean": stats.get("episodes/return_mean"),
             "episode_length_mean": stats.get("episodes/length_mean"),
+            "load_average_1min": os.getloadavg()[0],
         })
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in curve[-1].items()},
               flush=True)
@@ -102,6 +106,7 @@ def main() -> None:
     parser.add_argument("--train-iterations", type=int, default=5)
     parser.add_argument("--curve-envs", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=150, help="reward curve length")
+    parser.add_argument("--budget-s", type=float, default=600.0, help="the curve's time limit")
     parser.add_argument("--hiddens", type=int, nargs="+", default=[512, 256, 128])
     parser.add_argument("--cold", action="store_true", help="empty Genesis kernel cache")
     parser.add_argument("--json", type=Path)
@@ -116,14 +121,17 @@ def main() -> None:
         env, seconds = build(num_envs)
         row = {"envs": num_envs, "build_s": round(seconds, 2), "first_build": i == 0,
                "env_steps_per_s": env_steps_per_s(env, args.env_steps),
-               **training_steps_per_s(env, args.hiddens, args.train_iterations)}
+               **training_steps_per_s(env, args.hiddens, args.train_iterations),
+               "load_average_1min": os.getloadavg()[0]}
         print(row, flush=True)
         results["sizes"].append(row)
         env.close()
     if args.iterations:
         env, _ = build(args.curve_envs)
         results["curve"] = {"envs": args.curve_envs,
-                            "points": reward_curve(env, args.hiddens, args.iterations)}
+                            "budget_s": args.budget_s,
+                            "points": reward_curve(env, args.hiddens, args.iterations,
+                                                   args.budget_s)}
         env.close()
     if args.json:
         write_results(args.json, results)

@@ -3,12 +3,13 @@ it to walk on Genesis's CPU backend."""
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
+import subprocess
+import sys
 
 import pytest
 import torch
-
-pytest.importorskip("genesis")
 
 from rl8lite import Algorithm
 from rl8lite.env import EnvConfigError
@@ -17,7 +18,8 @@ from rl8lite.examples.configs import GO2
 from rl8lite.examples.go2 import MAX_EPISODE_LENGTH
 
 # the first scene in a process compiles Genesis's kernels (about 80 s on 2 cores; 3 s after it)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("genesis") is None,
+                                                   reason="needs genesis-world (the genesis extra)")]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,12 @@ def test_a_second_env_shares_genesis_and_the_device_must_be_genesiss(env: Go2) -
         Algorithm(other)
     with pytest.raises(ValueError, match="Genesis runs on cpu"):
         Go2(2, device="meta")
+
+
+def test_building_one_leaves_the_process_excepthook_alone() -> None:
+    code = ("import sys, torch; from rl8lite.examples.go2 import init_genesis; hook = sys.excepthook;"
+            " init_genesis(torch.device('cpu')); assert sys.excepthook is hook")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
 def test_ppo_teaches_go2_to_walk_on_the_cpu_backend() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, ClassVar
 
 import torch
@@ -44,8 +45,10 @@ DEFAULTS: dict[str, Any] = {
 
 def init_genesis(device: torch.device) -> Any:
     """The ``genesis`` module, initialised once per process on ``device``'s backend."""
+    hook = sys.excepthook
     import genesis as gs
 
+    sys.excepthook = hook  # importing genesis replaces it, process-wide
     if not gs._initialized:
         gs.init(backend=gs.cpu if device.type == "cpu" else gs.gpu, precision="32",
                 logging_level="warning")
