@@ -4,7 +4,8 @@ time, env steps/s alone and in rl8lite training, and a reward curve.
 - build: the first ``Go2`` of the process (Genesis compiles its kernels, or loads them from its
   on-disk cache; ``--cold`` points the cache at an empty folder) and a second one (kernels in
   memory);
-- env alone: ``env.step`` with Gaussian actions (std 0.5), no policy;
+- env alone: ``env.step`` with Gaussian actions (std 0.5), no policy (min / median / max over
+  ``--repeats``, as the training figures);
 - training: ``Algorithm.collect()`` alone, and ``collect()`` + ``step()`` (a full iteration),
   with Genesis's rsl_rl settings (``rl8lite.examples.configs.GO2``: 24 steps per collect, 5
   epochs of 4 minibatches, 512-256-128 ELU actor and critic);
@@ -30,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import write_results
+from timing import spread
 
 HORIZON = 24
 
@@ -104,6 +106,7 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--env-steps", type=int, default=200, help="steps timed per env size")
     parser.add_argument("--train-iterations", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="of each timing (min/median/max)")
     parser.add_argument("--curve-envs", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=150, help="reward curve length")
     parser.add_argument("--budget-s", type=float, default=600.0, help="the curve's time limit")
@@ -119,9 +122,11 @@ def main() -> None:
                                "hiddens": args.hiddens, "horizon": HORIZON, "sizes": []}
     for i, num_envs in enumerate(args.envs):
         env, seconds = build(num_envs)
+        runs = [{"env_steps_per_s": env_steps_per_s(env, args.env_steps),
+                 **training_steps_per_s(env, args.hiddens, args.train_iterations)}
+                for _ in range(args.repeats)]
         row = {"envs": num_envs, "build_s": round(seconds, 2), "first_build": i == 0,
-               "env_steps_per_s": env_steps_per_s(env, args.env_steps),
-               **training_steps_per_s(env, args.hiddens, args.train_iterations),
+               **{key: spread([run[key] for run in runs]) for key in runs[0]},
                "load_average_1min": os.getloadavg()[0]}
         print(row, flush=True)
         results["sizes"].append(row)
