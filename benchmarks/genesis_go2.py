@@ -9,12 +9,13 @@ time, env steps/s alone and in rl8lite training, and a reward curve.
 - training: ``Algorithm.collect()`` alone, and ``collect()`` + ``step()`` (a full iteration),
   with Genesis's rsl_rl settings (``rl8lite.examples.configs.GO2``: 24 steps per collect, 5
   epochs of 4 minibatches, 512-256-128 ELU actor and critic);
-- reward curve (until ``--iterations`` or ``--budget-s``): per iteration, the per-step reward mean, the tracking term of the commanded
-  0.5 m/s (0.02 per step at best) and the completed episodes' mean return and length.
+- reward curve (``--iterations``, or until ``--budget-s``): per iteration, the per-step reward
+  mean, the tracking term of the commanded 0.5 m/s (0.02 per step at best) and the completed
+  episodes' mean return and length.
 
 Usage:
-    python benchmarks/genesis_go2.py --envs 64 256 --curve-envs 256 --iterations 150 \\
-        --json benchmarks/results/genesis-go2.json
+    python benchmarks/genesis_go2.py --envs 64 256 1024 --curve-envs 256 --iterations 200 \\
+        --cold --json benchmarks/results/genesis-go2.json
 """
 
 from __future__ import annotations
