@@ -71,13 +71,17 @@ class Go2(Env):
     default pose (x0.25), applied one step late as on the real robot. The reward sums
     Genesis's terms (tracking of the commanded xy and yaw velocities, vertical velocity, base
     height, action rate, distance from the default pose) at its example's scales; the
-    parameters and their defaults are ``DEFAULTS``. Requires ``pip install rl8lite[genesis]``.
+    parameters and their defaults are ``DEFAULTS``; :meth:`reward_terms` reports each term.
+    Requires ``pip install rl8lite[genesis]`` (the examples skip: a first build takes a minute).
 
     Examples:
-        >>> from rl8lite.examples.go2 import Go2
-        >>> env = Go2(4)  # doctest: +SKIP
-        >>> env.reset().shape  # doctest: +SKIP
-        torch.Size([4, 45])
+        >>> from rl8lite import Algorithm
+        >>> from rl8lite.examples import Go2
+        >>> from rl8lite.examples.configs import GO2
+        >>> env = Go2(256, 24)  # doctest: +SKIP
+        >>> algo = Algorithm(env, **GO2, sgd_minibatch_size=256 * 24 // 4)  # doctest: +SKIP
+        >>> algo.collect()["rewards/mean"] < 0.0  # doctest: +SKIP
+        True
     """
 
     max_episode_steps: ClassVar[int] = MAX_EPISODE_LENGTH + 1
