@@ -17,7 +17,8 @@ from rl8lite.examples import Go2
 from rl8lite.examples.configs import GO2
 from rl8lite.examples.go2 import MAX_EPISODE_LENGTH
 
-# the first scene in a process compiles Genesis's kernels (about 80 s on 2 cores; 3 s after it)
+# the first scene in a process compiles Genesis's kernels: 55 s on 2 cores with an empty kernel
+# cache (this file then runs in 75 s), 12 s with Genesis's on-disk cache, 3 s for a later scene
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("genesis") is None,
                                                    reason="needs genesis-world (the genesis extra)")]
 
@@ -78,7 +79,7 @@ def test_building_one_leaves_the_process_excepthook_alone() -> None:
 
 def test_ppo_teaches_go2_to_walk_on_the_cpu_backend() -> None:
     """64 copies, 40 collects of 24 steps (61,440 env steps), small 64-64 ELU MLPs, otherwise
-    Genesis's rsl_rl settings (``configs.GO2``), seed 0. Measured on 2 cores (about 15 s): the
+    Genesis's rsl_rl settings (``configs.GO2``), seed 0. Measured on 2 cores (7-15 s): the
     per-step reward mean goes from -0.0079 (first collect; -0.0048 over the first 5) to 0.0042
     over the last 5 collects, and the tracking term of the commanded 0.5 m/s (0.02 per step at
     best) from 0.0056 to 0.0129."""
