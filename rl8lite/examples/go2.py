@@ -38,7 +38,8 @@ DEFAULTS: dict[str, Any] = {
     "kp": 20.0, "kd": 0.5, "action_scale": 0.25, "clip_actions": 100.0,
     "simulate_action_latency": True,
     "termination_if_roll_greater_than": 10.0, "termination_if_pitch_greater_than": 10.0,  # degrees
-    # start each copy at a random step of its first episode (rsl_rl's init_at_random_ep_len)
+    # start each copy at a random step of its first episode after a reset, as rsl_rl's
+    # init_at_random_ep_len does (so copies do not time out together); False for evaluation
     "random_episode_start": True,
 }
 
@@ -72,6 +73,8 @@ class Go2(Env):
     Genesis's terms (tracking of the commanded xy and yaw velocities, vertical velocity, base
     height, action rate, distance from the default pose) at its example's scales; the
     parameters and their defaults are ``DEFAULTS``; :meth:`reward_terms` reports each term.
+    Each reset starts every copy at a random step of its first episode (``random_episode_start``):
+    ``trainer.eval(env_config={"random_episode_start": False})`` evaluates whole episodes.
     Requires ``pip install rl8lite[genesis]`` (the examples skip: a first build takes a minute).
 
     Examples:
