@@ -52,6 +52,13 @@ def test_a_copy_past_its_time_limit_is_truncated_and_restarted(env: Go2) -> None
     assert Go2.max_episode_steps == MAX_EPISODE_LENGTH + 1
 
 
+def test_a_reset_starts_the_copies_at_random_steps_unless_told_not_to(env: Go2) -> None:
+    env.reset(config={"random_episode_start": True})
+    assert env.episode_length.any() and env.episode_length.max() < MAX_EPISODE_LENGTH
+    env.reset()
+    assert not env.episode_length.any()
+
+
 def test_a_copy_that_tips_over_is_terminated(env: Go2) -> None:
     env.reset()
     pushed = env.robot.get_qpos().clone()
