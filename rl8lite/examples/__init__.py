@@ -1,8 +1,10 @@
-"""Batched, torch-native versions of Gymnasium's classic control environments."""
+"""Batched, torch-native versions of Gymnasium's classic control environments, and Genesis's
+Go2 walking task (Genesis imported only when a :class:`Go2` is built)."""
 
 from .cartpole import CartPole
 from .frame_stack import frame_stacked
+from .go2 import Go2
 from .mountain_car import MountainCar, MountainCarContinuous
 from .pendulum import Pendulum
 
-__all__ = ["CartPole", "MountainCar", "MountainCarContinuous", "Pendulum", "frame_stacked"]
+__all__ = ["CartPole", "Go2", "MountainCar", "MountainCarContinuous", "Pendulum", "frame_stacked"]

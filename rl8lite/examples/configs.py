@@ -32,3 +32,15 @@ PENDULUM: dict[str, Any] = {
 RL8_CARTPOLE: dict[str, Any] = {
     **CARTPOLE, "horizon": 64, "horizons_per_env_reset": 1, "gamma": 0.95,
 }
+
+#: Go2 (``rl8lite.examples.Go2``) with the PPO settings of Genesis's rsl_rl example (24 steps per
+#: collect, 5 epochs, clipped value loss, 512-256-128 ELU MLPs, initial std 1). rsl_rl's value
+#: coefficient 1.0 is rl8lite's 2.0 (rl8lite halves the squared error); its 4 minibatches are
+#: ``sgd_minibatch_size=num_envs * 24 // 4``; its ``desired_kl`` adapts the learning rate, where
+#: ``target_kl_div`` stops an update early.
+GO2: dict[str, Any] = {
+    "gamma": 0.99, "gae_lambda": 0.95, "clip_param": 0.2, "vf_clip_param": 0.2, "vf_coeff": 2.0,
+    "entropy_coeff": 0.01, "max_grad_norm": 1.0, "num_sgd_iters": 5, "target_kl_div": 0.01,
+    "normalize_rewards": False, "optimizer_config": {"lr": 1e-3},
+    "model_config": {"hiddens": [512, 256, 128], "activation": "elu"},
+}
