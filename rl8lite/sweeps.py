@@ -225,10 +225,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
             client.delete_run(trial._trial_id)
             break
         try:
-            try:
-                value = _objective(sweep, trial, client, uri, list(seeds or [None]))
-            finally:  # the trainer ended the trial's run; its state is the study's to set
-                client.update_run(trial._trial_id, status="RUNNING")
+            value = _objective(sweep, trial, client, uri, list(seeds or [None]))
         except optuna.TrialPruned:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         except Exception as e:  # noqa: BLE001 - recorded with the trial; the study goes on
@@ -319,9 +316,10 @@ def _objective(sweep: Sweep, trial: Any, client: MlflowClient, uri: str,
     for seed in seeds:
         config = sweep.train_config(values, seed)
         parent = {"mlflow.parentRunId": trial_run} if len(seeds) > 1 else {}
+        # the trial's own run stays RUNNING until the study records its value and state
         tracker = MlflowTracker(experiment, tracking_uri=uri, run_id=None if parent else trial_run,
                                 tags=parent, run_name=f"{trial.study.study_name}-{trial.number}"
-                                f"-seed{seed}")
+                                f"-seed{seed}", leave_open=not parent)
         results.append(_train(sweep, trial if len(seeds) == 1 else None, config, tracker))
     value = statistics.fmean(v for v, _ in results)
     best = (max if sweep.direction == "maximize" else min)(results, key=lambda r: r[0])

@@ -56,6 +56,7 @@ class MlflowTracker:
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
         log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
+        leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
 
     Raises:
         TrackingError: The store cannot be reached or written, or an MLflow run is
@@ -75,7 +76,9 @@ class MlflowTracker:
     def __init__(self, experiment_name: str | None = None, *, default_experiment: str = "rl8lite",
                  run_name: str | None = None, tags: dict[str, Any] | None = None,
                  tracking_uri: str | None = None, flush_interval_s: float = 1.0,
-                 run_id: str | None = None, log_system_metrics: bool = False) -> None:
+                 run_id: str | None = None, log_system_metrics: bool = False,
+                 leave_open: bool = False) -> None:
+        self.leave_open = leave_open  # a sweep's trial: the study sets its status
         active = mlflow.active_run()
         # a user's active run lives in MLflow's current store; another tracker's is not adopted
         adopt = active is not None and run_id is None and active.info.run_id not in _TRAINER_RUNS
@@ -220,7 +223,8 @@ class MlflowTracker:
                 if self._system_metrics is not None:
                     self._system_metrics.finish()
                 _deactivate(self.run_id)
-                self.client.set_terminated(self.run_id, status=status)
+                if not self.leave_open:
+                    self.client.set_terminated(self.run_id, status=status)
 
     @property
     def ui_command(self) -> str:
