@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script leaves it off
+        sys.path.append(os.getcwd())
     try:
         return _sweep(args) if args.command == "sweep" else _train(args)
     except KeyboardInterrupt:  # a second Ctrl-C, while building or saving
@@ -166,9 +168,14 @@ def _save_problem(path: Path) -> str | None:
     return f"{problem}cannot write to the folder {folder}"
 
 
+def _reported(error: Exception) -> int:
+    """One line and status 2, or re-raised (status 1) where the user's own code raised it."""
+    if not isinstance(error, _INPUT_ERRORS) and not _raised_by_rl8lite(error):
+        raise error
+    return _error(error)
+
+
 def _train(args: argparse.Namespace) -> int:
-    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script leaves it off
-        sys.path.append(os.getcwd())
     if args.save is not None and (problem := _save_problem(args.save)) is not None:
         return _error(f"--save {args.save}: {problem}")
     try:
@@ -181,9 +188,7 @@ def _train(args: argparse.Namespace) -> int:
         trainer = Trainer(algorithm, experiment_name=args.experiment_name,
                           progress=not args.no_progress)
     except (*_INPUT_ERRORS, *_RL8LITE_RAISED_ERRORS) as e:
-        if not isinstance(e, _INPUT_ERRORS) and not _raised_by_rl8lite(e):
-            raise  # the user's env or model code raised it: keep the traceback (status 1)
-        return _error(e)
+        return _reported(e)
 
     hp, ranks, where = algorithm.hparams, algorithm.ranks, algorithm.hparams.device
     if ranks.distributed:
@@ -217,8 +222,6 @@ def _train(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from . import sweeps
 
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.append(os.getcwd())
     options = {"trials": args.trials, "seeds": args.seeds, "experiment_name": args.experiment_name}
     try:
         if args.worker:  # one of the processes `--workers K` started: the file is checked
@@ -232,9 +235,7 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"rl8lite: {e}", file=sys.stderr)
         return 1
     except (*_INPUT_ERRORS, *_RL8LITE_RAISED_ERRORS) as e:
-        if not isinstance(e, _INPUT_ERRORS) and not _raised_by_rl8lite(e):
-            raise
-        return _error(e)
+        return _reported(e)
     states = [trial.state.name for trial in study.get_trials(deepcopy=False)]
     counts = ", ".join(f"{states.count(s)} {s.lower()}" for s in sorted(set(states)))
     print(f"rl8lite: study {study.study_name!r}: {len(states)} trials ({counts})")

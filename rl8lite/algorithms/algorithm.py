@@ -247,9 +247,8 @@ class Algorithm:
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
         result = self.update.run(batch, entropy_coeff_used)
         if self.policy.normalizer is not None:  # after the update: it used the collect's moments
-            summer = whole.sums_tensor if self.ranks.distributed else None
-            try:
-                self.policy.normalizer.update(buf[DataKeys.OBS][:, :horizon], summer)
+            try:  # sums_tensor: every rank's sums (the identity in one process)
+                self.policy.normalizer.update(buf[DataKeys.OBS][:, :horizon], whole.sums_tensor)
             except ValueError as e:
                 raise NonFiniteError(str(e)) from e
         # --- schedules move with training env transitions (the logged env/steps axis)
