@@ -13,7 +13,11 @@ need ``VecNormalize``); rl8lite: ``gymnasium_env(task)`` with the same settings 
 
 Timed: wall time of ``--steps`` env steps of training (SB3's ``learn``; rl8lite's ``collect``
 + ``step``), after one untimed warm-up collect and update per side; repeats interleaved,
-the side that goes first alternating. Ratio: SB3 time / rl8lite time (> 1: rl8lite faster).
+the order rotating. rl8lite runs twice: ``compile=False`` (eager) and ``compile=True`` (the
+update's whole minibatch step compiled; its warm-up, which compiles, is reported as
+``compile_seconds``). ``compile="auto"``, the default, is eager until a run has planned 20,000
+optimizer steps (62 updates here, 127k env steps), then compiled. Ratio: SB3 time / rl8lite
+time (> 1: rl8lite faster). Also: the update's milliseconds per 64-sample minibatch step.
 
 Usage (``pip install -e '.[bench]'``):
     python benchmarks/against_sb3.py --steps 32768 --repeats 3 --json benchmarks/results/sb3.json
@@ -40,7 +44,7 @@ SETTINGS = {"num_envs": 8, "horizon": 256, "minibatch": 64, "epochs": 10, "lr": 
             "gamma": 0.99, "gae_lambda": 0.95, "clip": 0.2, "vf_coef": 0.5, "max_grad_norm": 0.5}
 
 
-def rl8lite_seconds(task: str, steps: int, seed: int) -> float:
+def rl8lite_seconds(task: str, steps: int, seed: int, compile: bool = False) -> dict[str, float]:
     s = SETTINGS
     algo = Algorithm(
         gymnasium_env(task, seed=seed), num_envs=s["num_envs"], horizon=s["horizon"],
@@ -48,16 +52,25 @@ def rl8lite_seconds(task: str, steps: int, seed: int) -> float:
         optimizer_config={"lr": s["lr"]}, gamma=s["gamma"], gae_lambda=s["gae_lambda"],
         clip_param=s["clip"], vf_coeff=s["vf_coef"], max_grad_norm=s["max_grad_norm"],
         entropy_coeff=0.0, normalize_rewards=False, distribution_cls=Normal,
-        model_config={"hiddens": [64, 64], "activation": "tanh"}, seed=seed, device="cpu")
+        model_config={"hiddens": [64, 64], "activation": "tanh"}, seed=seed, device="cpu",
+        compile=compile)
+    start = time.perf_counter()
     algo.collect()
     algo.step()
+    warm_up = time.perf_counter() - start
+    updating = 0.0
     start = time.perf_counter()
-    for _ in range(steps // (s["num_envs"] * s["horizon"])):
+    updates = steps // (s["num_envs"] * s["horizon"])
+    for _ in range(updates):
         algo.collect()
+        update_start = time.perf_counter()
         algo.step()
+        updating += time.perf_counter() - update_start
     seconds = time.perf_counter() - start
     algo.close()
-    return seconds
+    minibatches = updates * s["epochs"] * s["num_envs"] * s["horizon"] // s["minibatch"]
+    return {"seconds": seconds, "warm_up_seconds": warm_up,
+            "update_ms_per_minibatch": 1000 * updating / minibatches}
 
 
 def sb3_seconds(task: str, steps: int, seed: int) -> float:
@@ -77,7 +90,7 @@ def sb3_seconds(task: str, steps: int, seed: int) -> float:
     model.learn(steps, reset_num_timesteps=False)
     seconds = time.perf_counter() - start
     env.close()
-    return seconds
+    return {"seconds": seconds}
 
 
 def main() -> None:
@@ -89,20 +102,34 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     results = {}
+    sides = {"rl8lite": rl8lite_seconds,
+             "rl8lite_compiled": lambda *a, **k: rl8lite_seconds(*a, **k, compile=True),
+             "sb3": sb3_seconds}
     for task in args.tasks:
-        times: dict[str, list[float]] = {"rl8lite": [], "sb3": []}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
         for repeat in range(args.repeats):
-            sides = [("rl8lite", rl8lite_seconds), ("sb3", sb3_seconds)]
-            for name, run in sides if repeat % 2 == 0 else sides[::-1]:
-                times[name].append(run(task, args.steps, seed=repeat))
-        ratios = [sb3 / ours for sb3, ours in zip(times["sb3"], times["rl8lite"])]
-        results[task] = {"seconds": times, "sb3_over_rl8lite": spread(ratios),
-                         "steps": args.steps, "settings": SETTINGS}
-        r = results[task]["sb3_over_rl8lite"]
-        print(f"{task}: SB3 {min(times['sb3']):.1f}-{max(times['sb3']):.1f} s, rl8lite"
-              f" {min(times['rl8lite']):.1f}-{max(times['rl8lite']):.1f} s for {args.steps:,}"
-              f" env steps; SB3 / rl8lite min {r['min']:.2f} median {r['median']:.2f}"
-              f" max {r['max']:.2f}", flush=True)
+            names = list(sides)
+            for name in names[repeat % 3:] + names[: repeat % 3]:
+                runs[name].append(sides[name](task, args.steps, seed=repeat))
+        times = {name: [run["seconds"] for run in done] for name, done in runs.items()}
+        result: dict = {"seconds": times, "steps": args.steps, "settings": SETTINGS}
+        for name in ("rl8lite", "rl8lite_compiled"):
+            ratios = [sb3 / ours for sb3, ours in zip(times["sb3"], times[name])]
+            result[f"sb3_over_{name}"] = spread(ratios)
+            result[f"{name}_update_ms_per_minibatch"] = spread(
+                [run["update_ms_per_minibatch"] for run in runs[name]])
+            r = result[f"sb3_over_{name}"]
+            print(f"{task} {name}: {min(times[name]):.1f}-{max(times[name]):.1f} s (SB3"
+                  f" {min(times['sb3']):.1f}-{max(times['sb3']):.1f} s) for {args.steps:,} env"
+                  f" steps; SB3 / {name} min {r['min']:.2f} median {r['median']:.2f} max"
+                  f" {r['max']:.2f}; update {result[f'{name}_update_ms_per_minibatch']['median']:.3f}"
+                  " ms per minibatch", flush=True)
+        result["compile_seconds"] = spread([run["warm_up_seconds"] - eager["warm_up_seconds"]
+                                            for run, eager in zip(runs["rl8lite_compiled"],
+                                                                  runs["rl8lite"])])
+        print(f"{task}: compile {result['compile_seconds']['median']:.1f} s (median)",
+              flush=True)
+        results[task] = result
     if args.json:
         write_results(args.json, {"tasks": results})
 

@@ -26,6 +26,7 @@ from ..schedulers import EntropyScheduler, LRScheduler
 from . import graphs
 from .buffer import allocate_buffer, buffer_state, load_buffer_state
 from .chunks import resolve_chunk_size
+from .compiled_step import AUTO_COMPILE_AFTER_STEPS, whole_step_unsupported
 from .config import AlgorithmConfig, ConfigError, RecurrentAlgorithmConfig
 from .data_parallel import WholeBatch, broadcast_module_, check_same_config
 from .rollout import NonFiniteError, Rollout, check_env, dry_run
@@ -139,6 +140,12 @@ class Algorithm:
             unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
             chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
             ranks=self.ranks)
+        #: Why the update's minibatch step is not compiled whole (CPU only), or ``None``.
+        self.whole_step_off = whole_step_unsupported(
+            hp, self.device, self.policy.recurrent, isinstance(self.recurrence, Windowed),
+            self.ranks.distributed, self.optimizer)
+        if hp.compile is True and self.whole_step_off is None:
+            self.update.compile_whole_step(self.policy)
         if self.graphs_off is None:
             self.update.step_fn = graphs.GraphedStep(self.update.step_fn, self.update.zero_grad)
             if getattr(self.env, "capturable", False):
@@ -245,6 +252,10 @@ class Algorithm:
             self.update.recompute_old_logp(batch)
         # --- minibatch SGD passes; the coefficients logged are the ones this update used
         lr_used, entropy_coeff_used = self.lr_scheduler.lr, self.entropy_scheduler.coeff
+        planned_steps = self.state.steps * hp.num_sgd_iters * hp.num_minibatches
+        if (hp.compile == "auto" and self.whole_step_off is None and not
+                self.update.whole_step_compiled and planned_steps >= AUTO_COMPILE_AFTER_STEPS):
+            self.update.compile_whole_step(self.policy)
         result = self.update.run(batch, entropy_coeff_used)
         if self.policy.normalizer is not None:  # after the update: it used the collect's moments
             try:  # sums_tensor: every rank's sums (the identity in one process)

@@ -106,8 +106,12 @@ class AlgorithmConfig:
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step and, off the CPU, the policy's sampling.
-    compile: bool = False
+    #: ``torch.compile`` the update's minibatch step: ``True``: from the first update; on a CPU,
+    #: where supported (feedforward, Adam/AdamW, no AMP, one process), the whole step as one
+    #: graph (forward, backward, clip, optimizer), else the loss, and off the CPU the policy's
+    #: sampling too. ``"auto"``: the whole step on a CPU where supported, once the run has
+    #: planned 20,000 optimizer steps (where the compile has paid back). ``False``: eager.
+    compile: bool | Literal["auto"] = "auto"
     #: Capture the collect and the update's minibatch step as CUDA graphs: ``True``, ``False`` or
     #: ``"auto"``: where supported (feedforward, no view windows, Adam/AdamW, no AMP, one process).
     cuda_graphs: bool | Literal["auto"] = "auto"
@@ -152,7 +156,9 @@ class AlgorithmConfig:
         if self.accumulate_grads and self.num_minibatches == 1:
             raise ConfigError("accumulate_grads=True needs more than one minibatch; set"
                               " sgd_minibatch_size below num_envs * horizon or disable it")
-        for name in ("compile", "tune_malloc", "shuffle_minibatches", "normalize_advantages",
+        if not (isinstance(self.compile, bool) or self.compile == "auto"):
+            raise ConfigError(f"compile must be True, False or 'auto', received {self.compile!r}")
+        for name in ("tune_malloc", "shuffle_minibatches", "normalize_advantages",
                      "normalize_rewards", "normalize_observations", "accumulate_grads",
                      "enable_amp"):
             if not isinstance(value := getattr(self, name), bool):

@@ -15,6 +15,7 @@ from ..data import DataKeys
 from ..nn.ppo import PPOLosses, ppo_loss
 from ..runtime.distributed import Ranks
 from .buffer import UpdateBatch, index_dtype
+from .compiled_step import CompiledMinibatchStep
 from .config import AlgorithmConfig
 from .data_parallel import GradientAverager, WholeBatch
 from .rollout import NonFiniteError
@@ -82,8 +83,19 @@ class PPOUpdate:
         self.found_inf = torch.zeros((), device=device)
         eager = self.chunk_losses_eager
         # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
-        self.chunk_losses = torch.compile(eager) if hparams.compile else eager
+        self.chunk_losses = torch.compile(eager) if hparams.compile is True else eager
         self.step_fn: Callable[..., torch.Tensor] = self.minibatch_step
+
+    @property
+    def whole_step_compiled(self) -> bool:
+        return isinstance(self.step_fn, CompiledMinibatchStep)
+
+    def compile_whole_step(self, policy: torch.nn.Module) -> None:
+        """Take each minibatch step as one compiled graph (:mod:`.compiled_step`; the caller
+        checked :func:`.compiled_step.whole_step_unsupported`), the step so far its fallback."""
+        self.step_fn = CompiledMinibatchStep(
+            policy, self.optimizer, self.chunk_losses_eager, coeff=self.coeff, failed=self.failed,
+            max_grad_norm=self.hparams.max_grad_norm, fallback=self.step_fn)
 
     def run(self, batch: UpdateBatch, entropy_coeff: float) -> UpdateResult:
         """The passes over ``batch``, stopped once a pass's mean KL exceeds 1.5 target_kl_div."""

@@ -271,7 +271,7 @@ def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int
     entries = plan_windows(policy.model, observation_spec)
     if not policy.recurrent:
         # compiled sampling measured slower than eager on CPUs
-        compile_sampling = config.compile and device.type != "cpu"
+        compile_sampling = config.compile is True and device.type != "cpu"
         if entries:
             return Windowed(policy, buffer, entries, chunk_rows, compile_sampling=compile_sampling)
         return Feedforward(policy, config.horizon, chunk_rows, compile_sampling=compile_sampling)
