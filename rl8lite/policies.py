@@ -167,8 +167,14 @@ class Policy(nn.Module):
         has_views = DataKeys.VIEWS in batch.keys()
         views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
         obs = self.normalize(views[DataKeys.OBS])
+        network = self.network
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
-            features_td, features, values = self._features(obs)
+            if isinstance(network, Rl8Model):
+                features_td, values = network.features_and_values(obs)
+                features = flat_features(features_td, model_name=network.name)
+            else:
+                features, values = network(obs)
+                features_td = TensorDict({DataKeys.FEATURES: features}, batch_size=[len(features)])
             out = _output_batch(batch, features.shape[0], inplace)
             out[DataKeys.FEATURES] = features_td
             self._outputs(out, features, obs, values, deterministic, return_actions, return_logp,
@@ -192,15 +198,6 @@ class Policy(nn.Module):
         if hasattr(self.model, "apply_view_requirements"):
             return self.model.apply_view_requirements(batch, kind=kind)
         return batch[:, -1] if kind == "last" else batch.reshape(-1)
-
-    def _features(self, obs: Any) -> tuple[TensorDict, torch.Tensor, torch.Tensor]:
-        network = self.network
-        if isinstance(network, Rl8Model):
-            features_td, values = network.features_and_values(obs)
-            return features_td, flat_features(features_td, model_name=network.name), values
-        features, values = network(obs)
-        features_td = TensorDict({DataKeys.FEATURES: features}, batch_size=[features.shape[0]])
-        return features_td, features, values
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
         """Pickle the policy to ``path`` (as rl8) and return rl8's MLflow model serving it."""

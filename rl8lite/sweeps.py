@@ -306,21 +306,19 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
 
 def _objective(sweep: Sweep, trial: Any, client: MlflowClient, uri: str,
                seeds: list[int | None]) -> float:
-    values = sweep.suggest(trial)
-    trial_run = trial._trial_id
-    client.set_tag(trial_run, "mlflow.runName", f"{trial.study.study_name}-{trial.number}")
+    values, trial_run = sweep.suggest(trial), trial._trial_id
+    name = f"{trial.study.study_name}-{trial.number}"
+    client.set_tag(trial_run, "mlflow.runName", name)
     client.set_tag(trial_run, HOST_TAG, socket.gethostname())
     client.set_tag(trial_run, PID_TAG, str(os.getpid()))
-    experiment = client.get_experiment(client.get_run(trial_run).info.experiment_id).name
-    results = []
-    for seed in seeds:
-        config = sweep.train_config(values, seed)
-        parent = {"mlflow.parentRunId": trial_run} if len(seeds) > 1 else {}
-        # the trial's own run stays RUNNING until the study records its value and state
-        tracker = MlflowTracker(experiment, tracking_uri=uri, run_id=None if parent else trial_run,
-                                tags=parent, run_name=f"{trial.study.study_name}-{trial.number}"
-                                f"-seed{seed}", leave_open=not parent)
-        results.append(_train(sweep, trial if len(seeds) == 1 else None, config, tracker))
+    if len(seeds) == 1:  # the trial's own run, RUNNING until the study has its value and state
+        tracker = MlflowTracker(tracking_uri=uri, run_id=trial_run, leave_open=True)
+        results = [_train(sweep, trial, sweep.train_config(values, seeds[0]), tracker)]
+    else:  # a child run of the trial's per seed
+        experiment = client.get_experiment(client.get_run(trial_run).info.experiment_id).name
+        results = [_train(sweep, None, sweep.train_config(values, seed), MlflowTracker(
+            experiment, tracking_uri=uri, run_name=f"{name}-seed{seed}",
+            tags={"mlflow.parentRunId": trial_run})) for seed in seeds]
     value = statistics.fmean(v for v, _ in results)
     best = (max if sweep.direction == "maximize" else min)(results, key=lambda r: r[0])
     if best[1] is not None:

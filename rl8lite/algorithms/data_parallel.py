@@ -15,8 +15,9 @@ from ..runtime.imports import qualified_name
 Pair = tuple[torch.Tensor, torch.Tensor]
 
 
-def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
-    """Every config field as text (classes and models by class name), and the env class."""
+def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
+    """Raise a ``DistributedError`` naming each config field that differs between ranks (each
+    compared as text, classes and models by class name)."""
     fingerprint = {"env_cls": qualified_name(env_cls)}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -25,12 +26,7 @@ def config_fingerprint(config: Any, env_cls: type) -> dict[str, str]:
         elif isinstance(value, torch.nn.Module):
             value = f"{qualified_name(value)}({getattr(value, 'config', '')})"
         fingerprint[f.name] = repr(value)
-    return fingerprint
-
-
-def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Raise a ``DistributedError`` naming each config field that differs between ranks."""
-    prints = ranks.all_gather_object(config_fingerprint(config, env_cls))
+    prints = ranks.all_gather_object(fingerprint)
     differing = sorted(k for k in prints[0] if any(p.get(k) != prints[0][k] for p in prints[1:]))
     if differing:
         by_rank = lambda k: ", ".join(f"rank {r} {p.get(k)}" for r, p in enumerate(prints))

@@ -56,10 +56,15 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``."""
+    """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``; an
+    :class:`ExportError` when the model sees windows of past observations or an observation key
+    cannot be an input name."""
 
     def __init__(self, policy: Any, observation_spec: Spec, *, sampling: bool = True) -> None:
         super().__init__()
+        if windowed := windows_seen(policy.model, observation_spec):
+            raise ExportError(f"{windowed}, and the exported program takes one observation per"
+                              " row: it cannot be exported yet (checkpoints keep the policy)")
         #: Whether the program takes ``deterministic`` and can sample (else: deterministic only).
         self.sampling = sampling
         self.policy = copy.deepcopy(policy).cpu().eval()
@@ -80,6 +85,11 @@ class PolicyProgram(nn.Module):
         """Zeros of the tensor inputs."""
         leaves = [leaf.zero([batch_size]) for _, leaf in observation_leaves(self.observation_spec)]
         return leaves + ([self.policy.init_states(batch_size)] if self.recurrent else [])
+
+    def dynamic_inputs(self) -> tuple[list[torch.Tensor], tuple[dict[int, Any], ...]]:
+        """Zeros of the tensor inputs for two rows, and their batch dimension (any size)."""
+        example, batch = self.example_inputs(2), torch.export.Dim("batch", min=1)
+        return example, tuple({0: batch} for _ in example)
 
     def _observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor | TensorDict:
         if not self.composite:
@@ -118,17 +128,6 @@ class PolicyProgram(nn.Module):
         }
 
 
-def policy_program(policy: Any, observation_spec: Spec, *, sampling: bool = True
-                   ) -> PolicyProgram:
-    """``policy`` as a :class:`PolicyProgram`; an :class:`ExportError` when the model sees
-    windows of past observations or an observation key cannot be an input name."""
-    windowed = windows_seen(policy.model, observation_spec)
-    if windowed:
-        raise ExportError(f"{windowed}, and the exported program takes one observation per row:"
-                          " it cannot be exported yet (checkpoints keep the policy)")
-    return PolicyProgram(policy, observation_spec, sampling=sampling)
-
-
 def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
     """Export ``policy``'s deterministic actions as an ONNX model at ``path`` (needs the ``onnx``
     extra): inputs are the observation's leaves (nested keys joined by ``"."``, ``obs`` for a
@@ -143,9 +142,8 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
         import onnxruntime
     except ImportError as e:
         raise ImportError("ONNX export needs the onnx extra: pip install 'rl8lite[onnx]'") from e
-    program = policy_program(policy, observation_spec, sampling=False)
-    example = program.example_inputs(2)
-    batch = torch.export.Dim("batch", min=1)
+    program = PolicyProgram(policy, observation_spec, sampling=False)
+    example, shapes = program.dynamic_inputs()
     outputs = [ACTIONS_KEY, f"next_{STATE_KEY}"] if program.recurrent else [ACTIONS_KEY]
     path, model_name = Path(path), type(policy.model).__name__
     try:
@@ -154,16 +152,16 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
             warnings.simplefilter("ignore")
             exported = torch.onnx.export(
                 program, tuple(example), dynamo=True, input_names=program.input_names,
-                output_names=outputs, dynamic_shapes=(tuple({0: batch} for _ in example),))
+                output_names=outputs, dynamic_shapes=(shapes,))
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
     except Exception as e:  # torch.onnx raises many types; the message says why
         raise ExportError(f"torch.onnx could not export {model_name}: {type(e).__name__}: {e}"
                           ) from e
-    generator = torch.Generator().manual_seed(0)
     inputs = [leaf.rand([64]) for _, leaf in observation_leaves(program.observation_spec)]
     if program.recurrent:
-        inputs.append(torch.randn(program.example_inputs(64)[-1].shape, generator=generator))
+        inputs.append(torch.randn(program.example_inputs(64)[-1].shape,
+                                  generator=torch.Generator().manual_seed(0)))
     with torch.no_grad():
         expected = program(*inputs)
     got = onnxruntime.InferenceSession(str(path)).run(
@@ -178,20 +176,18 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
     """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
-    Raises :class:`ExportError` (see :func:`policy_program`), naming the line ``torch.export``
+    Raises :class:`ExportError` (see :class:`PolicyProgram`), naming the line ``torch.export``
     stopped at when it printed one."""
-    program = policy_program(policy, observation_spec)
-    example = program.example_inputs(2)
-    batch = torch.export.Dim("batch", min=1)
-    # forward(*inputs) has one (variadic) argument: its shapes are one tuple
-    dynamic_shapes = (tuple([{0: batch} for _ in example] + [None]),)
+    program = PolicyProgram(policy, observation_spec)
+    example, shapes = program.dynamic_inputs()
     model_name = type(policy.model).__name__
     try:
         with torch.no_grad(), _quiet_torch() as chatter, warnings.catch_warnings():
             # rl8-style models cache values for value_function(); the program never reads them
             warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned")
             inputs = (*example, torch.tensor(True))
-            exported = torch.export.export(program, inputs, dynamic_shapes=dynamic_shapes)
+            # forward(*inputs) has one (variadic) argument: its shapes are one tuple
+            exported = torch.export.export(program, inputs, dynamic_shapes=((*shapes, None),))
     except Exception as e:  # torch.export raises many types; the message says why
         raise ExportError(_export_failure(model_name, e, chatter.getvalue())) from e
     description = program.io_description(exported.graph.output_node().args[0][0].meta["val"])

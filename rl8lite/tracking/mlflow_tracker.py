@@ -15,7 +15,6 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,9 +198,14 @@ class MlflowTracker:
         """Log ``policy`` as a LoggedModel of the run, the metrics at ``step`` linked to it;
         return ``runs:/<run id>/<name>`` (``models:/<model_id>`` loads it too)."""
         self.flush()  # the metrics at `step` are linked to the model: write them first
-        with _tracking_uri(self.tracking_uri):
+        previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+        mlflow.set_tracking_uri(self.tracking_uri)  # for the fluent calls of the model's logging
+        try:
             info = log_policy_model(self.run_id, policy, observation_spec, name=name, step=step,
                                     registered_model_name=registered_model_name)
+        finally:
+            if previous is not None:
+                mlflow.set_tracking_uri(previous)
         self.model_id = info.model_id
         return f"runs:/{self.run_id}/{name}"
 
@@ -239,22 +243,17 @@ class MlflowTracker:
 
 @atexit.register
 def _end_runs() -> None:
-    """End the runs still open, and write the metrics still queued."""
+    """End the runs still open, and write the metrics still queued; a script that dies of an
+    exception (not an interactive session, whose last one is old) ends them FAILED or KILLED."""
     status, message = "FINISHED", None
-    if (exc := _uncaught_exception()) is not None:
+    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    interactive = hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None
+    if not interactive and (exc := getattr(sys, "last_value", None)) is not None:
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         message = f"{type(exc).__name__}: {exc}"
     for tracker in list(_TRACKERS):
         with contextlib.suppress(Exception):  # interpreter exit: nothing left to report to
             tracker.end(status, message=message)
-
-
-def _uncaught_exception() -> BaseException | None:
-    """The exception a script dies of; ``None`` in an interactive session (an old one)."""
-    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    if hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None:
-        return None
-    return getattr(sys, "last_value", None)
 
 
 def _param_value(value: Any) -> str:
@@ -314,18 +313,6 @@ def experiment_id_for(client: MlflowClient, tracking_uri: str, explicit: str | N
         if (experiment := client.get_experiment_by_name(name)) is None:
             raise
         return experiment.experiment_id
-
-
-@contextlib.contextmanager
-def _tracking_uri(uri: str) -> Iterator[None]:
-    """MLflow's tracking URI set to ``uri`` for the fluent calls inside."""
-    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            mlflow.set_tracking_uri(previous)
 
 
 def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
