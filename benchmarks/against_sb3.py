@@ -14,13 +14,17 @@ need ``VecNormalize``); rl8lite: ``gymnasium_env(task)`` with the same settings 
 Timed: wall time of ``--steps`` env steps of training (SB3's ``learn``; rl8lite's ``collect``
 + ``step``), after one untimed warm-up collect and update per side; repeats interleaved,
 the order rotating. rl8lite runs twice: ``compile=False`` (eager) and ``compile=True`` (the
-update's whole minibatch step compiled; its warm-up, which compiles, is reported as
-``compile_seconds``). ``compile="auto"``, the default, is eager until a run has planned 20,000
-optimizer steps (62 updates here, 127k env steps), then compiled. Ratio: SB3 time / rl8lite
-time (> 1: rl8lite faster). Also: the update's milliseconds per 64-sample minibatch step.
+update's whole minibatch step compiled; its warm-up over eager's is ``compile_seconds``: the
+first compiled run in a process compiles, later ones reuse the graph). ``compile="auto"``, the
+default, is eager until a run has planned 20,000 optimizer steps (62 updates here, 127k env
+steps), then compiled. Ratio: SB3 time / rl8lite
+time (> 1: rl8lite faster). Also: the update's milliseconds per 64-sample minibatch step, and
+(``--collect-repeats``) the collect's env steps/s against Gymnasium's ``SyncVectorEnv`` of the
+same 8 copies stepped with ``action_space.sample()`` alone (the collect adds the policy, the
+adapter's conversions and the buffer writes), back to back in rotating order.
 
 Usage (``pip install -e '.[bench]'``):
-    python benchmarks/against_sb3.py --steps 32768 --repeats 3 --json benchmarks/results/sb3.json
+    python benchmarks/against_sb3.py --steps 32768 --repeats 3 --collect-repeats 9 --json benchmarks/results/sb3.json
 """
 
 from __future__ import annotations
@@ -73,6 +77,48 @@ def rl8lite_seconds(task: str, steps: int, seed: int, compile: bool = False) -> 
             "update_ms_per_minibatch": 1000 * updating / minibatches}
 
 
+def collect_over_gymnasium(task: str, repeats: int) -> list[float]:
+    """Per repeat: (Gymnasium's vector env alone) seconds / (rl8lite collect) seconds for the
+    same env steps (> 1 would be faster than the bare vector env)."""
+    import functools
+
+    import gymnasium
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    s = SETTINGS
+    algo = Algorithm(gymnasium_env(task, seed=0), num_envs=s["num_envs"], horizon=s["horizon"],
+                     normalize_rewards=False, distribution_cls=Normal,
+                     model_config={"hiddens": [64, 64], "activation": "tanh"}, seed=0,
+                     device="cpu")
+    vector = SyncVectorEnv([functools.partial(gymnasium.make, task)] * s["num_envs"], copy=False,
+                           autoreset_mode=AutoresetMode.SAME_STEP)
+    vector.reset(seed=0)
+    vector.action_space.seed(0)
+    algo.collect()
+
+    def gymnasium_seconds() -> float:
+        start = time.perf_counter()
+        for _ in range(4 * s["horizon"]):
+            vector.step(vector.action_space.sample())
+        return time.perf_counter() - start
+
+    def collect_seconds() -> float:
+        start = time.perf_counter()
+        for _ in range(4):
+            algo.collect()
+        return time.perf_counter() - start
+
+    ratios = []
+    for repeat in range(repeats):
+        first, second = (gymnasium_seconds, collect_seconds)[:: 1 if repeat % 2 else -1]
+        a, b = first(), second()
+        bare, collect = (a, b) if first is gymnasium_seconds else (b, a)
+        ratios.append(bare / collect)
+    algo.close()
+    vector.close()
+    return ratios
+
+
 def sb3_seconds(task: str, steps: int, seed: int) -> float:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -98,6 +144,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"])
     parser.add_argument("--steps", type=int, default=32_768)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--collect-repeats", type=int, default=0,
+                        help="also time the collect against the bare vector env (first task)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -124,14 +172,22 @@ def main() -> None:
                   f" steps; SB3 / {name} min {r['min']:.2f} median {r['median']:.2f} max"
                   f" {r['max']:.2f}; update {result[f'{name}_update_ms_per_minibatch']['median']:.3f}"
                   " ms per minibatch", flush=True)
-        result["compile_seconds"] = spread([run["warm_up_seconds"] - eager["warm_up_seconds"]
-                                            for run, eager in zip(runs["rl8lite_compiled"],
-                                                                  runs["rl8lite"])])
-        print(f"{task}: compile {result['compile_seconds']['median']:.1f} s (median)",
-              flush=True)
+        # the first compiled run of a process compiles; later ones (any task whose inputs have
+        # the same shapes) reuse its graph
+        result["compile_seconds"] = [run["warm_up_seconds"] - eager["warm_up_seconds"]
+                                     for run, eager in zip(runs["rl8lite_compiled"], runs["rl8lite"])]
+        print(f"{task}: compile (warm-up over eager's) " + ", ".join(
+            f"{x:.1f}" for x in result["compile_seconds"]) + " s by repeat", flush=True)
         results[task] = result
+    output: dict = {"tasks": results}
+    if args.collect_repeats:
+        task = args.tasks[0]
+        ratios = spread(collect_over_gymnasium(task, args.collect_repeats))
+        output["collect_over_gymnasium"] = {"task": task, "ratio": ratios}
+        print(f"{task}: collect / bare Gymnasium vector env (env steps/s) min {ratios['min']:.2f}"
+              f" median {ratios['median']:.2f} max {ratios['max']:.2f}", flush=True)
     if args.json:
-        write_results(args.json, {"tasks": results})
+        write_results(args.json, output)
 
 
 if __name__ == "__main__":
