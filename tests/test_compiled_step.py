@@ -3,7 +3,6 @@ numbers within float tolerance, its failures, and where it is not used."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -168,3 +167,19 @@ def test_compile_takes_a_bool_or_auto() -> None:
 
     with pytest.raises(ConfigError, match="compile must be True, False or 'auto', received 1"):
         Algorithm(CartPole, num_envs=2, horizon=4, compile=1)
+
+
+@pytest.mark.slow
+def test_a_frozen_parameter_is_neither_differentiated_nor_stepped() -> None:
+    algo = Algorithm(DiscreteDummyEnv, num_envs=4, horizon=4, seed=0, sgd_minibatch_size=8,
+                     compile=True)
+    frozen = algo.policy.model.critic[0].weight
+    frozen.requires_grad_(False)  # after the optimizer was built, as a user would
+    before = frozen.detach().clone()
+    algo.collect()
+    algo.step()
+    assert algo.update.step_fn.compiled is not None
+    assert torch.equal(frozen, before) and not algo.optimizer.state[frozen]
+    steps = algo.hparams.num_sgd_iters * algo.hparams.num_minibatches
+    assert all(float(algo.optimizer.state[p]["step"]) == steps for p in algo.policy.parameters()
+               if p.requires_grad)

@@ -92,12 +92,8 @@ class CompiledMinibatchStep:
         self.optimizer, self.coeff, self.failed = optimizer, coeff, failed
         self.fallback, self.compiled_once = fallback, False
         self.module = _Losses(policy, losses)
-        named = dict(policy.named_parameters())
-        self.names = [f"policy.{name}" for name in named]
-        self.params = list(named.values())
+        self.named = [(f"policy.{name}", p) for name, p in policy.named_parameters()]
         group = optimizer.param_groups[0]
-        if {id(p) for p in group["params"]} != {id(p) for p in self.params}:
-            raise ValueError("the optimizer's parameters are not the policy's")
         self.lr = torch.zeros((), dtype=torch.float64)
         self.options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),
                         "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
@@ -105,24 +101,25 @@ class CompiledMinibatchStep:
         self.max_grad_norm = max_grad_norm
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
-    def _state(self) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    def _state(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """The optimizer's state tensors, created as ``torch.optim.Adam`` does on first use."""
         state = self.optimizer.state
-        for p in self.params:
+        for p in params:
             if not state[p]:
                 state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p),
                                 exp_avg_sq=torch.zeros_like(p))
-        return ([state[p]["exp_avg"] for p in self.params],
-                [state[p]["exp_avg_sq"] for p in self.params],
-                [state[p]["step"] for p in self.params])
+        return ([state[p]["exp_avg"] for p in params], [state[p]["exp_avg_sq"] for p in params],
+                [state[p]["step"] for p in params])
 
     def __call__(self, batch: Any, units: Tensor, row: Tensor) -> Tensor:
         if self.compiled is None:
             return self.fallback(batch, units, row)
         self.lr.fill_(self.optimizer.param_groups[0]["lr"])
+        # frozen parameters are neither differentiated nor stepped, as in the eager update
+        names, params = zip(*[(name, p) for name, p in self.named if p.requires_grad])
         try:
             with torch.no_grad():  # torch.func.grad differentiates inside; nothing else records
-                norm = self.compiled(batch, units, row, *self._state())
+                norm = self.compiled(batch, units, row, names, list(params), *self._state(params))
         except Exception as e:  # only the first call compiles; later errors are the step's own
             if self.compiled_once:
                 raise
@@ -134,16 +131,16 @@ class CompiledMinibatchStep:
         self.compiled_once = True
         return norm
 
-    def _step(self, batch: Any, units: Tensor, row: Tensor, exp_avgs: list[Tensor],
-              exp_avg_sqs: list[Tensor], steps: list[Tensor]) -> Tensor:
+    def _step(self, batch: Any, units: Tensor, row: Tensor, names: tuple[str, ...],
+              params: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
+              steps: list[Tensor]) -> Tensor:
         chunk = batch.gather(units)
 
         def total_loss(params: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
             return torch.func.functional_call(self.module, params, (chunk, self.coeff))
 
-        named = dict(zip(self.names, self.params))
-        grads, report = torch.func.grad(total_loss, has_aux=True)(named)
-        grads = [grads[name] for name in self.names]
+        grads, report = torch.func.grad(total_loss, has_aux=True)(dict(zip(names, params)))
+        grads = [grads[name] for name in names]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
         self.failed[0] |= ~torch.isfinite(report[0])
         self.failed[1] |= ~torch.isfinite(norm)
@@ -151,7 +148,7 @@ class CompiledMinibatchStep:
         if self.max_grad_norm is not None:  # as torch.nn.utils.clip_grad_norm_
             scale = (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
             grads = [g * scale for g in grads]
-        for param, grad, m, v, step in zip(self.params, grads, exp_avgs, exp_avg_sqs, steps):
+        for param, grad, m, v, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
             new = adam_update(param, grad, m, v, step, lr=self.lr, **self.options)
             for old, value in zip((param, m, v, step), new):
                 old.copy_(torch.where(ok, value, old))
