@@ -3,6 +3,8 @@ numbers within float tolerance, its failures, and where it is not used."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from rl8lite.algorithms.rollout import NonFiniteError
 from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
+from rl8lite.runtime.checkpoint_files import capture_rng, restore_rng
 
 
 @pytest.mark.parametrize("optimizer_cls", [torch.optim.Adam, torch.optim.AdamW])
@@ -91,11 +94,17 @@ def test_auto_compiles_after_its_planned_steps_and_trains_as_eager(
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs + 1  # one graph
     assert_same_training(auto, eager, auto_history, eager_history)
     assert not eager.update.whole_step_compiled
-    # the count is the checkpoint's: a resumed run compiles from its first update
+    # the count is the checkpoint's: a resumed run compiles from its first update, and takes
+    # the same steps (built first: building an Algorithm seeds the global RNG)
     resumed = Algorithm(Pendulum, seed=0, **config)
-    resumed.load_state_dict(auto.state_dict())
-    train(resumed, 1)
+    checkpoint, rng = copy.deepcopy(auto.state_dict()), capture_rng()
+    with torch._inductor.config.patch(fallback_random=True):
+        auto_history = train(auto, 1)
+        resumed.load_state_dict(checkpoint)
+        restore_rng(rng)
+        resumed_history = train(resumed, 1)
     assert resumed.update.whole_step_compiled
+    assert_same_training(resumed, auto, resumed_history, auto_history)
 
 
 @pytest.mark.slow
