@@ -18,7 +18,9 @@ seeds found there next to the references and writes ``benchmarks/results/mujoco.
 
 References (mean of 3 seeds at 1M steps): CleanRL's ``ppo_continuous_action`` on the v4 tasks
 (HalfCheetah 1,443 +- 46, Hopper 2,383 +- 272, Walker2d 2,288 +- 572); Ant: rl-zoo's PPO
-with default hyperparameters, 1,327.
+with default hyperparameters, 1,327. Ant-v5 runs with Ant-v4's observation, as the v4
+references (``include_cfrc_ext_in_observation=False``: 27 elements, where v5's default adds 78
+contact forces); ``--ant-contact-forces`` keeps v5's default.
 
 Usage (``pip install -e '.[bench]'``; about 15 min per 1M-step run on one core):
     python benchmarks/mujoco_suite.py --tasks Walker2d-v5 --seeds 0 1 2
@@ -79,11 +81,16 @@ def alternate_physics(task: str) -> dict[str, dict[str, Any]]:
     return configs
 
 
-def train(task: str, seed: int, steps: int, experiment: str) -> dict[str, Any]:
+#: Make keywords per task: the references' observations (Ant-v4 leaves out contact forces).
+TASK_KWARGS = {"Ant-v5": {"include_cfrc_ext_in_observation": False}}
+
+
+def train(task: str, seed: int, steps: int, experiment: str,
+          make_kwargs: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
-    algo = Algorithm(gymnasium_env(task, seed=seed), **cleanrl_config(steps, seed))
+    algo = Algorithm(gymnasium_env(task, seed=seed, **make_kwargs), **cleanrl_config(steps, seed))
     trainer = Trainer(algo, experiment_name=experiment, progress=False, save_policy=False)
-    trainer.tracker.log_params({"benchmark/task": task})
+    trainer.tracker.log_params({"benchmark/task": task, "benchmark/make_kwargs": make_kwargs})
     curve, start, stats = [], time.perf_counter(), {}
     with trainer:
         while trainer.state["env/steps"] < steps:
@@ -96,35 +103,42 @@ def train(task: str, seed: int, steps: int, experiment: str) -> dict[str, Any]:
             evaluations[name] = trainer.eval(env_config=config, name=name)
         run_id = getattr(trainer.tracker, "run_id", None)
     returns = {name: e[f"eval/{name}/episodes/return_mean"] for name, e in evaluations.items()}
-    return {"task": task, "seed": seed, "env_steps": trainer.state["env/steps"],
+    return {"task": task, "seed": seed, "make_kwargs": make_kwargs,
+            "env_steps": trainer.state["env/steps"],
             "final_return": stats["episodes/return_mean"], "wall_s": wall,
             "eval_returns": returns, "curve": curve, "mlflow_run_id": run_id}
+
+
+def label(run: dict[str, Any]) -> str:
+    """The run's task, and ``(v5 observation)`` where it kept v5's default observation while the
+    suite now makes the references' (Ant-v5 with contact forces)."""
+    task = run["task"]
+    same = run.get("make_kwargs", {}) == TASK_KWARGS.get(task, {})
+    return task if same else f"{task} (v5 observation)"
 
 
 def table() -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     for path in sorted((RESULTS / "mujoco").glob("*.json")):
         run = json.loads(path.read_text())
-        runs.setdefault(run["task"], []).append(run)
+        runs.setdefault(label(run), []).append(run)
     rows = {}
     print(f"{'task':16} {'seeds':8} {'rl8lite (last 100 ep.)':>24} {'reference':>22} {'wall min':>10}")
-    for task in TASKS:
-        done = runs.get(task, [])
-        if not done:
-            continue
+    for name in sorted(runs, key=lambda name: (TASKS.index(name.split()[0]), name)):
+        task, done = name.split()[0], runs[name]
         finals = [r["final_return"] for r in done]
         mean, std = statistics.fmean(finals), statistics.pstdev(finals) if len(finals) > 1 else math.nan
         ref, ref_std, source = REFERENCES[task]
         walls = [r["wall_s"] / 60 for r in done]
         seeds = [r["seed"] for r in done]
         ref_text = f"{ref:,} +- {ref_std} ({source})" if ref_std else f"{ref:,} ({source})"
-        print(f"{task:16} {seeds!s:8} {mean:>12,.0f} +- {std:>7,.0f} {ref_text:>22} "
+        print(f"{name:16} {seeds!s:8} {mean:>12,.0f} +- {std:>7,.0f} {ref_text:>22} "
               f"{statistics.median(walls):>10.1f}")
         evals = {name: statistics.fmean(r["eval_returns"][name] for r in done)
                  for name in done[0]["eval_returns"]}
         print("    deterministic evaluation, mean over seeds: "
               + ", ".join(f"{name} {value:,.0f}" for name, value in evals.items()))
-        rows[task] = {"seeds": seeds, "final_returns": finals, "mean": mean, "std": std,
+        rows[name] = {"seeds": seeds, "final_returns": finals, "mean": mean, "std": std,
                       "reference": {"mean": ref, "std": ref_std, "source": source},
                       "wall_min": {"min": min(walls), "median": statistics.median(walls),
                                    "max": max(walls)},
@@ -140,14 +154,18 @@ def main() -> None:
     parser.add_argument("--experiment", default="mujoco-benchmark")
     parser.add_argument("--out", type=Path, default=RESULTS / "mujoco", help="per-run results folder")
     parser.add_argument("--table", action="store_true", help="print the table of the results found")
+    parser.add_argument("--ant-contact-forces", action="store_true",
+                        help="Ant-v5 with v5's default observation (contact forces included)")
     args = parser.parse_args()
     if args.table:
         return table()
     args.out.mkdir(parents=True, exist_ok=True)
     for task in args.tasks:
         for seed in args.seeds:
-            result = train(task, seed, args.steps, args.experiment)
-            write_results(args.out / f"{task}-seed{seed}.json", result)
+            kwargs = {} if args.ant_contact_forces else TASK_KWARGS.get(task, {})
+            result = train(task, seed, args.steps, args.experiment, kwargs)
+            variant = "" if kwargs == TASK_KWARGS.get(task, {}) else "-v5-observation"
+            write_results(args.out / f"{task}{variant}-seed{seed}.json", result)
             print(f"{task} seed {seed}: {result['final_return']:,.0f} in {result['wall_s'] / 60:.1f}"
                   f" min; eval {result['eval_returns']}", flush=True)
 
