@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 #: ``compile="auto"`` compiles the whole step once a run has planned this many optimizer steps:
-#: the compile (8-12 s on a 2-core EPYC) is then paid back by ~0.9 ms saved per 64-sample step,
+#: the compile (8-17 s on a 2-core EPYC) is then paid back by ~0.8 ms saved per 64-sample step,
 #: and a short run (tests, demos) never pays it. A count, not a timing: runs are reproducible.
 AUTO_COMPILE_AFTER_STEPS = 20_000
 
