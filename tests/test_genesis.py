@@ -8,10 +8,11 @@ import statistics
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
-from rl8lite import Algorithm
+from rl8lite import Algorithm, Trainer
 from rl8lite.env import EnvConfigError
 from rl8lite.examples import Go2
 from rl8lite.examples.configs import GO2
@@ -102,3 +103,22 @@ def test_ppo_teaches_go2_to_walk_on_the_cpu_backend() -> None:
     assert rewards[0] < -0.005 and tracking[0] < 0.007
     assert statistics.mean(rewards[-5:]) > 0.0015, rewards
     assert statistics.mean(tracking[-5:]) > 0.010, tracking
+
+
+def test_a_go2_with_a_camera_renders_copy_0_and_films_a_video(tmp_path) -> None:
+    from tests.trackers import RecordingTracker
+
+    env = Go2(2, 8, camera=True)
+    try:
+        frame = env.render()
+        assert frame.dtype == np.uint8 and frame.shape == (360, 480, 3) and frame.any()
+        tracker = RecordingTracker(tmp_path)
+        with Trainer(Algorithm(env, **{**GO2, "sgd_minibatch_size": 16}), tracker=tracker,
+                     progress=False) as trainer:
+            trainer.step()
+            assert trainer.record_video(max_steps=4).startswith("videos/rollout/step_16")
+        assert any(call == "log_artifact" for call, _ in tracker.calls)
+    finally:
+        env.close()
+    with pytest.raises(NotImplementedError, match="camera=True"):
+        Go2.render(type("Bare", (), {"camera": None})())

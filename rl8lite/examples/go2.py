@@ -24,6 +24,8 @@ DEFAULT_JOINT_ANGLES = {  # radians
     **{f"{leg}_calf_joint": -1.5 for leg in ("FL", "FR", "RL", "RR")},
 }
 BASE_INIT_POS, BASE_INIT_QUAT = (0.0, 0.0, 0.42), (1.0, 0.0, 0.0, 0.0)
+#: The camera of :meth:`Go2.render` relative to copy 0's base (metres: behind, beside, above).
+CAMERA_OFFSET = (-1.5, -1.5, 0.8)
 OBS_SCALES = {"lin_vel": 2.0, "ang_vel": 0.25, "dof_pos": 1.0, "dof_vel": 0.05}
 
 DEFAULTS: dict[str, Any] = {
@@ -75,6 +77,7 @@ class Go2(Env):
     parameters and their defaults are ``DEFAULTS``; :meth:`reward_terms` reports each term.
     Each reset starts every copy at a random step of its first episode (``random_episode_start``):
     ``trainer.eval(env_config={"random_episode_start": False})`` evaluates whole episodes.
+    ``camera=True`` adds a camera that follows copy 0, for :meth:`render` (rollout videos).
     Requires ``pip install rl8lite[genesis]`` (the examples skip: a first build takes a minute).
 
     Examples:
@@ -91,7 +94,8 @@ class Go2(Env):
     restores_state: ClassVar[bool] = False  # the physics state lives in Genesis
 
     def __init__(self, num_envs: int, /, horizon: int | None = None, *,
-                 config: dict[str, Any] | None = None, device: Device = "cpu") -> None:
+                 config: dict[str, Any] | None = None, device: Device = "cpu",
+                 camera: bool = False) -> None:
         super().__init__(num_envs, horizon, config=config, device=device)
         self.params = apply_env_config(type(self).__name__, DEFAULTS, self.config)
         gs = init_genesis(self.device)
@@ -107,6 +111,8 @@ class Go2(Env):
         self.scene.add_entity(gs.morphs.URDF(file="urdf/plane/plane.urdf", fixed=True))
         self.robot = self.scene.add_entity(gs.morphs.URDF(
             file="urdf/go2/urdf/go2.urdf", pos=BASE_INIT_POS, quat=BASE_INIT_QUAT))
+        self.camera = (self.scene.add_camera(res=(480, 360), pos=CAMERA_OFFSET, lookat=(0, 0, 0),
+                                             fov=40, GUI=False) if camera else None)
         self.scene.build(n_envs=num_envs)
         self.closed = False
 
@@ -176,6 +182,15 @@ class Go2(Env):
                  for name, total in self.term_sums.items()}
         self.term_sums, self.term_steps = dict.fromkeys(self.term_sums, 0.0), 0
         return means
+
+    def render(self) -> Any:
+        """Copy 0's RGB frame ``[360, 480, 3]`` (``uint8``) from a camera following its base."""
+        if self.camera is None:
+            raise NotImplementedError("Go2 was built without a camera: build it with camera=True"
+                                      " to render (rollout videos)")
+        base = self.base_pos[0].tolist()
+        self.camera.set_pose(pos=[b + o for b, o in zip(base, CAMERA_OFFSET)], lookat=base)
+        return self.camera.render()[0]
 
     def close(self) -> None:
         if not self.closed:
