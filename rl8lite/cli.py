@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if os.getcwd() not in sys.path and "" not in sys.path:  # the console script leaves it off
         sys.path.append(os.getcwd())
+    # an application's choice: MLflow's artifact progress bars drown the progress line
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         return _sweep(args) if args.command == "sweep" else _train(args)
     except KeyboardInterrupt:  # a second Ctrl-C, while building or saving

@@ -4,6 +4,7 @@ physics, film, print the UI command."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import Algorithm, Trainer
 from .conditions import HitsUpperBound, Or
@@ -15,6 +16,7 @@ EVAL_CONFIGS = {"default": {}, "heavy_pole": {"pole_mass": 0.5}, "long_pole": {"
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # as the CLI
     parser = argparse.ArgumentParser(prog="python -m rl8lite.demo", description=__doc__)
     parser.add_argument("--max-steps", type=int, default=500_000,
                         help="env steps before giving up (default 500000)")

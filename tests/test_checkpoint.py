@@ -79,6 +79,22 @@ def test_resume_from_run_id_and_keep_last_checkpoints(experiment_name: str, clie
     assert [m.step for m in client.get_metric_history(run_id, "env/steps")][-2:] == [320, 384]
 
 
+def test_a_run_with_checkpoints_ends_with_one_so_resuming_never_rewinds(experiment_name: str) -> None:
+    trainer = make(experiment_name)
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
+    assert not list(trainer.tracker.checkpoint_dir.glob("checkpoint-*.pt"))  # none asked for
+    trainer = make(experiment_name)
+    trainer.save_checkpoint()  # a checkpoint in the run's folder at step 0
+    trainer.run(stop_conditions=[HitsUpperBound("algorithm/steps", 2)])
+    run_id = trainer.tracker.run_id
+    resumed = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    assert resumed.state["algorithm/steps"] == 2
+    resumed.run(stop_conditions=[HitsUpperBound("algorithm/steps", 4)])  # no checkpoint_every
+    again = Trainer.from_checkpoint(run_id, progress=False, save_policy=False)
+    assert again.state["algorithm/steps"] == 4
+    again.close()
+
+
 def test_bad_checkpoint_files_are_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="does not exist"):
         read_checkpoint(tmp_path / "nope.pt")

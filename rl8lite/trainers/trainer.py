@@ -82,6 +82,8 @@ class Trainer:
                 ranks.on_peer_failure.append(lambda message: end("FAILED", message=message))
             else:
                 self.tracker = tracking.NullTracker(folder or None)
+        #: Whether the run has checkpoints in its folder (resumed, or saved): it ends with one.
+        self._has_checkpoints = bool(self.tracker.resumed)
         if not self.tracker.resumed:
             self.tracker.log_params({**algorithm.params,
                                      "versions/mlflow": tracking.mlflow_version()})
@@ -128,8 +130,10 @@ class Trainer:
         """Train until a stop condition holds (forever without one); return the last train stats.
 
         Every ``steps_per_eval`` steps :meth:`eval` runs under ``eval_env_config`` (default
-        ``env_config``); every ``checkpoint_every``, and at the end, a checkpoint is written (the
-        newest ``keep_checkpoints`` kept); every ``steps_per_video`` the next episode is filmed,
+        ``env_config``); every ``checkpoint_every`` a checkpoint is written (the newest
+        ``keep_checkpoints`` kept), and one at the end with ``checkpoint_every`` or when the run
+        has checkpoints already (resumed from one, or saved to its folder): resuming the run
+        then never rewinds; every ``steps_per_video`` the next episode is filmed,
         and one at the end. SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt,
         SystemExit(143)); SIGUSR1 writes one. The run ends FINISHED, KILLED (an interrupt or a
         signal) or FAILED (another error).
@@ -189,6 +193,7 @@ class Trainer:
             self._video_or_warn(lambda: self.record_video(name="training"))
         if self.save_policy:
             self._save_policy_or_warn()
+        requests.checkpoint = requests.checkpoint or self._has_checkpoints  # rank 0's, for all
         _, late_stop, checkpoint = self._agree(False, requests)
         if checkpoint or checkpoint_every:
             self.save_checkpoint(keep=keep)
@@ -321,7 +326,9 @@ class Trainer:
         if not self._model_checked:  # a model instance is kept as its class and config
             self._model_checked = True
             checkpoints.warn_if_model_cannot_be_rebuilt(self.algorithm)
-        return checkpoints.write(self.algorithm, self.state, self.tracker, path, keep)
+        written = checkpoints.write(self.algorithm, self.state, self.tracker, path, keep)
+        self._has_checkpoints = self._has_checkpoints or path is None
+        return written
 
     @classmethod
     def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
