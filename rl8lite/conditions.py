@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
@@ -36,8 +37,10 @@ def read_stat(condition: object, key: str, stats: Stats) -> float:
     try:
         return stats[key]
     except KeyError:
+        close = difflib.get_close_matches(key, list(stats), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownStatError(f"{type(condition).__name__} watches {key!r}, which is not a train"
-                               f" stat; available stats: {sorted(stats)}") from None
+                               f" stat{hint}; available stats: {sorted(stats)}") from None
 
 
 class HitsUpperBound:

@@ -145,6 +145,8 @@ BAD_FILES = {
                             "cannot import env_cls 'no_such_pkg.envs.MyEnv': No module named 'no_such_pkg'"),
     "missing class": ("c.yaml", "env_cls: rl8lite.env.NoSuchEnv\n",
                       "'rl8lite.env' has no attribute 'NoSuchEnv'"),
+    "misspelt class": ("c.yaml", "env_cls: rl8lite.examples.Cartpole\n",
+                       "has no attribute 'Cartpole' (did you mean 'CartPole'?)"),
     "not a dotted path": ("c.yaml", "env_cls: DiscreteDummyEnv\n", "'DiscreteDummyEnv' is not a dotted path"),
     "unimportable class field": ("c.yaml", ("env_cls: rl8lite.env.DiscreteDummyEnv\n"
                                  "algorithm_config: {optimizer_cls: torch.optim.NoSuchOpt}\n"),

@@ -53,6 +53,9 @@ def test_and_or_call_every_condition() -> None:
 def test_unknown_key_names_the_key_and_lists_the_stats() -> None:
     with pytest.raises(UnknownStatError, match=r"HitsUpperBound watches 'returns/mea'.*'returns/mean'"):
         HitsUpperBound("returns/mea", 1.0)({"returns/mean": 0.0})
+    stats = {"episodes/return_mean": 0.0, "losses/total": 1.0}
+    with pytest.raises(UnknownStatError, match=r"stat \(did you mean 'episodes/return_mean'\?\)"):
+        HitsUpperBound("episode/return_mean", 1.0)(stats)
     with pytest.raises(KeyError):
         And([Plateaus("nope")])({"x": 1.0})
 

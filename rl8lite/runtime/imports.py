@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 from importlib.metadata import PackageNotFoundError, version
@@ -83,7 +84,13 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
                 obj = getattr(obj, name)
             except AttributeError:
                 owner = ".".join([module_name, *attributes[:i]])
-                reason = missing if missing and i == 0 else f"{owner!r} has no attribute {name!r}"
+                # a class for a class: CartPole, not the module cartpole, for 'Cartpole'
+                names = {n.lower(): n for n in dir(obj)
+                         if n[:1] != "_" and n[:1].isupper() == name[:1].isupper()}
+                close = difflib.get_close_matches(name.lower(), list(names), 1)
+                hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
+                reason = (missing if missing and i == 0 else
+                          f"{owner!r} has no attribute {name!r}{hint}")
                 raise ImportError(f"cannot import {what} {path!r}: {reason}") from None
         return obj
     raise ImportError(f"cannot import {what} {path!r}: {missing}")
