@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                        " env_cls and algorithm_config (--file is rl8's spelling)")
     train.add_argument("--experiment-name", metavar="NAME",
                        help="MLflow experiment to log the run under (default: the env class name)")
+    train.add_argument("--run-name", metavar="NAME",
+                       help="the MLflow run's name (default: MLflow's random one); the run is"
+                       " also tagged with the config file's path (rl8lite.config_file)")
     train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
                        metavar="N", help="stop after the training step that reaches N env steps"
                        " (num_envs x horizon each). Default: train until Ctrl-C")
@@ -188,7 +191,8 @@ def _train(args: argparse.Namespace) -> int:
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
         algorithm.validate()
         trainer = Trainer(algorithm, experiment_name=args.experiment_name,
-                          progress=not args.no_progress)
+                          run_name=args.run_name, progress=not args.no_progress,
+                          tags={"rl8lite.config_file": str(args.config_file.resolve())})
     except (*_INPUT_ERRORS, *_RL8LITE_RAISED_ERRORS) as e:
         return _reported(e)
 

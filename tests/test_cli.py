@@ -32,7 +32,8 @@ algorithm_config:
   seed: 0
 """
 
-FLAGS = ("--config-file", "--experiment-name", "--max-steps", "--steps-per-eval", "--save", "--no-progress")
+FLAGS = ("--config-file", "--experiment-name", "--run-name", "--max-steps", "--steps-per-eval", "--save",
+         "--no-progress")
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -78,12 +79,14 @@ def test_train_from_yaml_saves_a_servable_policy(
     config = write(tmp_path, "config.yaml", CONFIG_YAML)
     model = tmp_path / "model"
     status = main(["train", "-f", str(config), "--max-steps", str(2 * STEP), "--save", str(model),
-                   "--experiment-name", experiment_name, "--no-progress"])
+                   "--experiment-name", experiment_name, "--no-progress", "--run-name", "gamma-0.9"])
     assert status == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "until 64 env steps" in out and f"saved the policy to {model} (load it" in out and "mlflow ui" in out
     (run,) = runs_of(client, experiment_name)
     assert run.info.status == "FINISHED"
+    assert run.info.run_name == "gamma-0.9"
+    assert run.data.tags["rl8lite.config_file"] == str(config.resolve())
     assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.base.DiscreteDummyEnv"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "env/steps")] == [STEP, 2 * STEP]
     obs = np.array([[-3.0], [0.5], [2.0]], dtype=np.float32)
