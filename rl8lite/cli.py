@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import sysconfig
@@ -210,7 +211,12 @@ def _train(args: argparse.Namespace) -> int:
     status = 0
     try:
         try:
-            trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
+            stats = trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
+            key = "episodes/return_mean"  # the curve users look for, else the horizon's return
+            key = key if stats.get(key, math.nan) == stats.get(key) else "returns/mean"
+            if ranks.is_main:
+                print(f"rl8lite: finished after {trainer.state['env/steps']:,} env steps;"
+                      f" {key} {stats[key]:.4g}", flush=True)
         except KeyboardInterrupt:  # the trainer has ended its run (KILLED)
             if ranks.is_main:
                 print(f"rl8lite: interrupted after {trainer.state['env/steps']:,} env steps",

@@ -85,6 +85,7 @@ def test_train_from_yaml_saves_a_servable_policy(
     assert "until 64 env steps" in out and f"saved the policy to {model} (load it" in out and "mlflow ui" in out
     (run,) = runs_of(client, experiment_name)
     assert run.info.status == "FINISHED"
+    assert "finished after 64 env steps; returns/mean" in out  # the env reports no episode ends
     assert run.info.run_name == "gamma-0.9"
     assert run.data.tags["rl8lite.config_file"] == str(config.resolve())
     assert run.data.params["gamma"] == "0.9" and run.data.params["env_cls"] == "rl8lite.env.base.DiscreteDummyEnv"
