@@ -209,9 +209,8 @@ class Rollout:
         rewards_buf = buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
         values_after = self._values_after = recurrence.values_after_rollout
-        episodic, final_obs_buf = False, None
-        if checked:
-            episodic, final_obs_buf = bool(self.episodic), self._final_obs
+        episodic = checked and bool(self.episodic)
+        final_obs_buf = self._final_obs if checked else None
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:
