@@ -269,10 +269,9 @@ class Algorithm:
         self.state.buffered = False
         self.state.steps += 1
         means = result.means
-        stats = {f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")}
         return {
-            **stats, "monitors/kl_div": means["kl_div"],
-            "monitors/clip_fraction": means["clip_fraction"],
+            **{f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")},
+            **{f"monitors/{name}": means[name] for name in ("kl_div", "clip_fraction")},
             "monitors/grad_norm": result.grad_norm,
             "monitors/explained_variance": float(explained_variance),
             "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,

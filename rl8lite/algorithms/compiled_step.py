@@ -1,7 +1,6 @@
 """The update's whole minibatch step as one compiled graph on a CPU: the gather, the forward and
-backward (``torch.func``), the gradient norm and clip, and the Adam/AdamW step, writing into
-the optimizer's own state, with no host read. At a 64-sample minibatch of a 64x64 model the
-eager step is some 150 small kernels and host round-trips; compiled it is a few fused loops."""
+backward (``torch.func``), the gradient norm and clip, and the Adam/AdamW step, writing into the
+optimizer's own state, with no host read: a few fused loops, not ~150 small eager kernels."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ import torch
 from torch import Tensor, nn
 
 ADAMS = (torch.optim.Adam, torch.optim.AdamW)
-#: ``compile="auto"`` compiles the whole step once a run has planned this many optimizer steps:
-#: the compile (8-17 s on a 2-core EPYC) is then paid back by ~0.8 ms saved per 64-sample step,
-#: and a short run (tests, demos) never pays it. A count, not a timing: runs are reproducible.
+#: ``compile="auto"`` compiles the whole step once a run has planned this many optimizer steps, so
+#: a short run never pays the compile (8-17 s); a count, not a timing: runs are reproducible.
 AUTO_COMPILE_AFTER_STEPS = 20_000
 
 
@@ -90,7 +88,7 @@ class CompiledMinibatchStep:
                  failed: Tensor, max_grad_norm: float | None,
                  fallback: Callable[..., Tensor]) -> None:
         self.optimizer, self.coeff, self.failed = optimizer, coeff, failed
-        self.fallback, self.compiled_once = fallback, False
+        self.fallback, self.compiled_once, self.max_grad_norm = fallback, False, max_grad_norm
         self.module = _Losses(policy, losses)
         self.named = [(f"policy.{name}", p) for name, p in policy.named_parameters()]
         group = optimizer.param_groups[0]
@@ -98,7 +96,6 @@ class CompiledMinibatchStep:
         self.options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),
                         "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
                         "decoupled": isinstance(optimizer, torch.optim.AdamW)}
-        self.max_grad_norm = max_grad_norm
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
     def _state(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:

@@ -106,11 +106,10 @@ class AlgorithmConfig:
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step: ``True``: from the first update; on a CPU,
-    #: where supported (feedforward, Adam/AdamW, no AMP, one process), the whole step as one
-    #: graph (forward, backward, clip, optimizer), else the loss, and off the CPU the policy's
-    #: sampling too. ``"auto"``: the whole step on a CPU where supported, once the run has
-    #: planned 20,000 optimizer steps (where the compile has paid back). ``False``: eager.
+    #: ``torch.compile`` the update's minibatch step. ``True``: from the first update, on a CPU the
+    #: whole step as one graph where supported (feedforward, Adam/AdamW, no AMP, one process), else
+    #: the loss, and off the CPU the policy's sampling too; ``"auto"``: the whole step on a CPU
+    #: where supported, once the run has planned 20,000 optimizer steps; ``False``: eager.
     compile: bool | Literal["auto"] = "auto"
     #: Capture the collect and the update's minibatch step as CUDA graphs: ``True``, ``False`` or
     #: ``"auto"``: where supported (feedforward, no view windows, Adam/AdamW, no AMP, one process).

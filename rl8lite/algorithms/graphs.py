@@ -8,9 +8,8 @@ from typing import Any
 
 import torch
 
+from .compiled_step import ADAMS
 from .config import ConfigError
-
-ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 
 
 def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, windowed: bool,

@@ -50,16 +50,6 @@ def check_batch(value: Any, spec: Spec, num_envs: int, where: str) -> None:
                              f" before the spec's shape, received shape {list(shape)}")
 
 
-def _check_column(out: Any, key: str, num_envs: int, dtype_ok: Any, kind: str,
-                  env_name: str) -> None:
-    value, where = out[key], f"{env_name}.step output {key!r}"
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_envs, 1):
-        shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise EnvOutputError(f"{where}: expected shape [{num_envs}, 1], received {shape}")
-    if not dtype_ok(value.dtype):
-        raise EnvOutputError(f"{where}: expected {kind} dtype, received {value.dtype}")
-
-
 def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name: str) -> None:
     """Keys, shapes and dtypes of one ``env.step`` output."""
     if not hasattr(out, "keys"):
@@ -73,11 +63,17 @@ def check_step_output(out: Any, observation_spec: Spec, num_envs: int, env_name:
     for key in (DataKeys.OBS, DataKeys.FINAL_OBS):
         if key in keys:
             check_batch(out[key], observation_spec, num_envs, f"{env_name}.step output {key!r}")
-    _check_column(out, DataKeys.REWARDS, num_envs, lambda d: d.is_floating_point,
-                  "floating-point", env_name)
-    for key in (DataKeys.TERMINATED, DataKeys.TRUNCATED):
-        if key in keys:
-            _check_column(out, key, num_envs, lambda d: d == torch.bool, "bool", env_name)
+    for key in (DataKeys.REWARDS, DataKeys.TERMINATED, DataKeys.TRUNCATED):
+        if key not in keys:
+            continue
+        value, where = out[key], f"{env_name}.step output {key!r}"
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_envs, 1):
+            shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise EnvOutputError(f"{where}: expected shape [{num_envs}, 1], received {shape}")
+        rewards = key == DataKeys.REWARDS
+        if not (value.dtype.is_floating_point if rewards else value.dtype == torch.bool):
+            kind = "floating-point" if rewards else "bool"
+            raise EnvOutputError(f"{where}: expected {kind} dtype, received {value.dtype}")
     if (DataKeys.TERMINATED in keys) != (DataKeys.TRUNCATED in keys):
         raise EnvOutputError(f"{env_name}.step returns only one of 'terminated'/'truncated';"
                              " return both (all False where it never happens)")
@@ -213,9 +209,8 @@ class Rollout:
         rewards_buf = buf[DataKeys.REWARDS]
         terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
         values_after = self._values_after = recurrence.values_after_rollout
-        episodic, final_obs_buf = False, None
-        if checked:
-            episodic, final_obs_buf = bool(self.episodic), self._final_obs
+        episodic = checked and bool(self.episodic)
+        final_obs_buf = self._final_obs if checked else None
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:

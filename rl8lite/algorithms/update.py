@@ -119,8 +119,7 @@ class PPOUpdate:
         order = torch.empty(size, device=self.device, dtype=dtype) if shuffle else None
         counts: list[int] = []
         norms: list[torch.Tensor] = []
-        passes = 0
-        for _ in range(hp.num_sgd_iters):
+        for passes in range(1, hp.num_sgd_iters + 1):
             if order is not None:
                 torch.randperm(size, out=order)
             pass_start = first = len(counts)
@@ -147,39 +146,32 @@ class PPOUpdate:
                     norms.append(self.apply_gradients(table[first : len(counts), 0]))
             if accumulate:
                 norms.append(self.apply_gradients(table[first : len(counts), 0]))
-            passes += 1
-            rows = table[pass_start : len(counts)]
-            if self._pass_ends_training(rows, counts[pass_start:], size * unit):
-                break
+            self._raise_if_failed()
+            if hp.target_kl_div is not None:  # early stop on the pass's mean KL
+                rows = table[pass_start : len(counts)]
+                (kl_sum,) = self.whole_batch.sums(
+                    [self._weighted_sums(rows, counts[pass_start:])[STATS.index("kl_div")]])
+                if kl_sum / (size * unit * self.ranks.world_size) > 1.5 * hp.target_kl_div:
+                    break
         grad_norm = float(torch.stack(norms).mean()) if norms else 0.0
         sums = self.whole_batch.sums(self._weighted_sums(table[: len(counts)], counts))
         samples = float(sum(counts) * self.ranks.world_size)
         means = {name: float(total / samples) for name, total in zip(STATS, sums)}
         return UpdateResult(means, passes, grad_norm)
 
-    def _pass_ends_training(self, rows: torch.Tensor, counts: list[int], samples: int) -> bool:
-        """After a pass: raise the non-finite error it met; whether the KL early stop ends it."""
-        self._raise_if_failed()
-        target = self.hparams.target_kl_div
-        if target is None:
-            return False
-        kl_sum = self._weighted_sums(rows, counts)[STATS.index("kl_div")]
-        (kl_sum,) = self.whole_batch.sums([kl_sum])
-        return kl_sum / (samples * self.ranks.world_size) > 1.5 * target
-
     def minibatch_step(self, batch: UpdateBatch, units: torch.Tensor,
                        row: torch.Tensor) -> torch.Tensor:
         """One optimizer step on ``units``; losses into ``row``; returns the gradient norm."""
         self.zero_grad()
-        total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
-        self._backward(total)
+        self.accumulate(batch, units, row, 1.0)
         return self.apply_gradients(row[:1])
 
     def accumulate(self, batch: UpdateBatch, units: torch.Tensor, row: torch.Tensor,
                    share: float) -> None:
         """Add the gradient of one chunk's loss, weighted by its ``share`` of the step's samples."""
         total, row[:] = self.chunk_losses(batch.gather(units), self.coeff)
-        self._backward(total if share == 1 else total * share)
+        loss = total if share == 1 else total * share
+        (self.grad_scaler.scale(loss) if self.grad_scaler is not None else loss).backward()
 
     def chunk_losses_eager(self, chunk: dict[str, Any],
                            entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,9 +195,6 @@ class PPOUpdate:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        (self.grad_scaler.scale(loss) if self.grad_scaler is not None else loss).backward()
 
     def apply_gradients(self, losses: torch.Tensor) -> torch.Tensor:
         """Average over ranks, skip from a non-finite loss or gradient on, clip, step; the norm."""

@@ -89,7 +89,7 @@ class Windowed(Feedforward):
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
         num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
-        self.buffer, self.num_envs, self.entries = buffer, num_envs, entries
+        self.buffer, self.entries = buffer, entries
         device = buffer.device
         # per path: the store, its rows and a zero row (for padding), per window position steps back
         # from the last (offsets) and row offsets (positions), per buffer row the window's first
