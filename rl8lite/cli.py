@@ -213,7 +213,8 @@ def _train(args: argparse.Namespace) -> int:
         try:
             stats = trainer.run(steps_per_eval=args.steps_per_eval, stop_conditions=stop)
             key = "episodes/return_mean"  # the curve users look for, else the horizon's return
-            key = key if stats.get(key, math.nan) == stats.get(key) else "returns/mean"
+            if math.isnan(stats.get(key, math.nan)):
+                key = "returns/mean"
             if ranks.is_main:
                 print(f"rl8lite: finished after {trainer.state['env/steps']:,} env steps;"
                       f" {key} {stats[key]:.4g}", flush=True)

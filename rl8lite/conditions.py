@@ -11,10 +11,11 @@ Examples:
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
+
+from .runtime.imports import did_you_mean
 
 Stats = Mapping[str, float]
 
@@ -37,10 +38,9 @@ def read_stat(condition: object, key: str, stats: Stats) -> float:
     try:
         return stats[key]
     except KeyError:
-        close = difflib.get_close_matches(key, list(stats), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownStatError(f"{type(condition).__name__} watches {key!r}, which is not a train"
-                               f" stat{hint}; available stats: {sorted(stats)}") from None
+                               f" stat{did_you_mean(key, stats)}; available stats:"
+                               f" {sorted(stats)}") from None
 
 
 class HitsUpperBound:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -20,6 +21,13 @@ MOVED_MODULES = {
     "rl8lite.train_config": "rl8lite.trainers",
     "rl8lite.env.dummy": "rl8lite.env",
 }
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the candidate closest to ``name``, case aside, or ``""``."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 def package_version(name: str) -> str:
@@ -85,10 +93,8 @@ def import_dotted_path(path: str, *, what: str = "dotted path") -> Any:
             except AttributeError:
                 owner = ".".join([module_name, *attributes[:i]])
                 # a class for a class: CartPole, not the module cartpole, for 'Cartpole'
-                names = {n.lower(): n for n in dir(obj)
-                         if n[:1] != "_" and n[:1].isupper() == name[:1].isupper()}
-                close = difflib.get_close_matches(name.lower(), list(names), 1)
-                hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
+                hint = did_you_mean(name, [n for n in dir(obj) if n[:1] != "_"
+                                           and n[:1].isupper() == name[:1].isupper()])
                 reason = (missing if missing and i == 0 else
                           f"{owner!r} has no attribute {name!r}{hint}")
                 raise ImportError(f"cannot import {what} {path!r}: {reason}") from None
