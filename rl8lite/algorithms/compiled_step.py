@@ -91,11 +91,7 @@ class CompiledMinibatchStep:
         self.fallback, self.compiled_once, self.max_grad_norm = fallback, False, max_grad_norm
         self.module = _Losses(policy, losses)
         self.named = [(f"policy.{name}", p) for name, p in policy.named_parameters()]
-        group = optimizer.param_groups[0]
         self.lr = torch.zeros((), dtype=torch.float64)
-        self.options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),
-                        "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
-                        "decoupled": isinstance(optimizer, torch.optim.AdamW)}
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
     def _state(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
@@ -111,12 +107,17 @@ class CompiledMinibatchStep:
     def __call__(self, batch: Any, units: Tensor, row: Tensor) -> Tensor:
         if self.compiled is None:
             return self.fallback(batch, units, row)
-        self.lr.fill_(self.optimizer.param_groups[0]["lr"])
+        group = self.optimizer.param_groups[0]  # read each step, as the optimizer's own step does
+        self.lr.fill_(group["lr"])  # a tensor: a schedule's new value needs no new graph
+        options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),
+                   "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
+                   "decoupled": isinstance(self.optimizer, torch.optim.AdamW)}
         # frozen parameters are neither differentiated nor stepped, as in the eager update
         names, params = zip(*[(name, p) for name, p in self.named if p.requires_grad])
         try:
             with torch.no_grad():  # torch.func.grad differentiates inside; nothing else records
-                norm = self.compiled(batch, units, row, names, list(params), *self._state(params))
+                norm = self.compiled(batch, units, row, names, list(params), options,
+                                     *self._state(params))
         except Exception as e:  # only the first call compiles; later errors are the step's own
             if self.compiled_once:
                 raise
@@ -129,8 +130,8 @@ class CompiledMinibatchStep:
         return norm
 
     def _step(self, batch: Any, units: Tensor, row: Tensor, names: tuple[str, ...],
-              params: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
-              steps: list[Tensor]) -> Tensor:
+              params: list[Tensor], options: dict[str, Any], exp_avgs: list[Tensor],
+              exp_avg_sqs: list[Tensor], steps: list[Tensor]) -> Tensor:
         chunk = batch.gather(units)
 
         def total_loss(params: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
@@ -146,7 +147,7 @@ class CompiledMinibatchStep:
             scale = (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
             grads = [g * scale for g in grads]
         for param, grad, m, v, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
-            new = adam_update(param, grad, m, v, step, lr=self.lr, **self.options)
+            new = adam_update(param, grad, m, v, step, lr=self.lr, **options)
             for old, value in zip((param, m, v, step), new):
                 old.copy_(torch.where(ok, value, old))
         row.copy_(report)
