@@ -225,3 +225,8 @@ class DiesInSweepWorkers(DiscreteDummyEnv):
         if self.calls == 3 and "--worker" in sys.argv:
             os.kill(os.getpid(), signal.SIGKILL)
         return super().step(action)
+
+
+def train(algo: Any, updates: int) -> list[dict[str, float]]:
+    """The stats of ``updates`` collects and steps of ``algo``, one dict per update."""
+    return [{**algo.collect(), **algo.step()} for _ in range(updates)]

@@ -7,14 +7,7 @@ import torch
 
 from rl8lite import Algorithm, RecurrentAlgorithm
 from rl8lite.examples import CartPole, Pendulum
-
-
-def train(algo: Algorithm, steps: int) -> list[dict[str, float]]:
-    history = []
-    for _ in range(steps):
-        collect = algo.collect()
-        history.append({**collect, **algo.step()})
-    return history
+from tests.helpers import train
 
 
 @pytest.mark.slow

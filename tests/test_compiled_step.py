@@ -16,6 +16,7 @@ from rl8lite.env import DiscreteDummyEnv
 from rl8lite.examples import CartPole, Pendulum
 from rl8lite.models import DefaultModel
 from rl8lite.runtime.checkpoint_files import capture_rng, restore_rng
+from tests.helpers import train
 
 
 @pytest.mark.parametrize("optimizer_cls", [torch.optim.Adam, torch.optim.AdamW])
@@ -41,14 +42,6 @@ def test_adam_update_is_torch_adam(optimizer_cls: type, weight_decay: float, fus
     torch.testing.assert_close(exp_avg, state["exp_avg"], rtol=1e-6, atol=1e-8)
     torch.testing.assert_close(exp_avg_sq, state["exp_avg_sq"], rtol=1e-6, atol=1e-10)
     assert float(step) == float(state["step"]) == 5
-
-
-def train(algo: Algorithm, updates: int) -> list[dict[str, float]]:
-    history = []
-    for _ in range(updates):
-        collect = algo.collect()
-        history.append({**collect, **algo.step()})
-    return history
 
 
 def assert_same_training(got: Algorithm, want: Algorithm, got_history: list[dict[str, float]],

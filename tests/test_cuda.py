@@ -21,13 +21,6 @@ class UncapturableCartPole(CartPole):
     capturable = False
 
 
-def train(algo: Algorithm, iterations: int) -> list[dict[str, float]]:
-    history = []
-    for _ in range(iterations):
-        history.append({**algo.collect(), **algo.step()})
-    return history
-
-
 def close(got: dict[str, float], want: dict[str, float]) -> None:
     for key, value in want.items():
         if not key.startswith(("profiling/", "memory/", "throughput/")):
