@@ -153,7 +153,8 @@ class Normal(Distribution):
 
     def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
         # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
-        return (-0.5 * noise.square() - self.log_std - _LOG_SQRT_2PI).sum(-1, keepdim=True)
+        logp = noise.square().mul_(-0.5).sub_(self.log_std).sub_(_LOG_SQRT_2PI)
+        return logp.sum(-1, keepdim=True)
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
         noise = torch.randn_like(self.mean)

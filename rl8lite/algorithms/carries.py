@@ -84,15 +84,13 @@ class Feedforward(Recurrence):
 
     def act(self, obs: Observation, t: int, deterministic: bool) -> tuple[torch.Tensor, ...]:
         """``(actions, logp, values)`` of step ``t``."""
-        return in_chunks(lambda o: self.act_fn(o, deterministic=deterministic), obs,
-                         size=self.chunk_rows)
+        return in_chunks(self.act_fn, obs, size=self.chunk_rows, deterministic=deterministic)
 
     def sample(self, obs: Observation, t: int, deterministic: bool) -> Pair:
         """``(actions, logp)`` of step ``t`` from the actor alone (:attr:`values_after_rollout`)."""
         if self.graphed_sample is not None:
             return self.graphed_sample(obs, deterministic)
-        return in_chunks(lambda o: self.sample_fn(o, deterministic=deterministic), obs,
-                         size=self.chunk_rows)
+        return in_chunks(self.sample_fn, obs, size=self.chunk_rows, deterministic=deterministic)
 
     def values(self, obs: Observation) -> torch.Tensor:
         """Values of ``obs`` (the bootstrap observation after the last step)."""
@@ -154,8 +152,8 @@ class Recurrent(Recurrence):
             self.sequence_states[:, t // self.seq_len] = self.states
             self.seqs += 1
         actions, logp, values, self.states = in_chunks(
-            lambda o, s: self.policy.act_recurrent(o, s, deterministic=deterministic),
-            obs, self.states, size=self.chunk_rows)
+            self.policy.act_recurrent, obs, self.states, size=self.chunk_rows,
+            deterministic=deterministic)
         return actions, logp, values
 
     def end_step(self, t: int, terminated: torch.Tensor, truncated: torch.Tensor,

@@ -53,16 +53,16 @@ def resolve_chunk_size(size: int | str | None, device: torch.device,
     return None if size is None else int(size)
 
 
-def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None) -> Any:
-    """``fn(*inputs)`` on at most ``size`` rows at a time, outputs concatenated."""
+def in_chunks(fn: Callable[..., Any], *inputs: Any, size: int | None, **kwargs: Any) -> Any:
+    """``fn(*inputs, **kwargs)`` on at most ``size`` rows at a time, outputs concatenated."""
+    if size is None or inputs[0].shape[0] <= size:
+        return fn(*inputs, **kwargs)
     rows = inputs[0].shape[0]
-    if size is None or rows <= size:
-        return fn(*inputs)
     # outputs go into whole-batch tensors at once, not into the heap holes the next chunk needs
     outputs: tuple[torch.Tensor, ...] = ()
     single = False
     for start in range(0, rows, size):
-        part = fn(*(x[start : start + size] for x in inputs))
+        part = fn(*(x[start : start + size] for x in inputs), **kwargs)
         single = isinstance(part, torch.Tensor)
         parts = (part,) if single else part
         if not outputs:

@@ -165,6 +165,7 @@ class Rollout:
         self.env_config_key = "None"
         #: Called with every env step's output while set (videos); the loop then runs eagerly.
         self.observer: Any = None
+        self._views: dict[str, tuple[Any, tuple[Any, ...]]] = {}
 
     def first_observation(self, *, reset: bool, env_config: dict[str, Any] | None) -> Observation:
         """A reset's observations (restarting the recurrence), or where the last collect ended."""
@@ -201,13 +202,24 @@ class Rollout:
         """The time loop as :class:`~.graphs.GraphedRollout` captures it."""
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
+    def _time_steps(self, key: str) -> Any:
+        """The buffer entry ``key`` as one view per time step, made once (writing into a ready
+        view costs half of indexing the entry at every step)."""
+        entry = self.buffer[key]
+        made_of, views = self._views.get(key, (None, ()))
+        if made_of is not entry:
+            views = entry.unbind(1)
+            self._views[key] = entry, views
+        return views
+
     def _steps(self, obs: Observation, deterministic: bool, t_now: list[int],
                checked: bool = False) -> Observation:
         n, env, recurrence, buf = self.num_envs, self.env, self.recurrence, self.buffer
-        obs_buf, actions_buf = buf[DataKeys.OBS], buf[DataKeys.ACTIONS]
-        logp_buf, values_buf = buf[DataKeys.LOGP], buf[DataKeys.VALUES]
-        rewards_buf = buf[DataKeys.REWARDS]
-        terminated_buf, truncated_buf = buf[DataKeys.TERMINATED], buf[DataKeys.TRUNCATED]
+        obs_buf, actions_buf = self._time_steps(DataKeys.OBS), self._time_steps(DataKeys.ACTIONS)
+        logp_buf, values_buf = self._time_steps(DataKeys.LOGP), self._time_steps(DataKeys.VALUES)
+        rewards_buf = self._time_steps(DataKeys.REWARDS)
+        terminated_buf = self._time_steps(DataKeys.TERMINATED)
+        truncated_buf = self._time_steps(DataKeys.TRUNCATED)
         values_after = self._values_after = recurrence.values_after_rollout
         episodic = checked and bool(self.episodic)
         final_obs_buf = self._final_obs if checked else None
@@ -229,24 +241,24 @@ class Rollout:
                 if episodic and DataKeys.FINAL_OBS in out.keys():
                     final_obs_buf = final_obs_entry(buf, env.observation_spec)
             obs = out[DataKeys.OBS]
-            actions_buf[:, t] = actions
-            logp_buf[:, t] = logp
+            actions_buf[t].copy_(actions)
+            logp_buf[t].copy_(logp)
             if not values_after:
-                values_buf[:, t] = values
-            rewards_buf[:, t] = out[DataKeys.REWARDS]
-            obs_buf[:, t + 1] = obs
+                values_buf[t].copy_(values)
+            rewards_buf[t].copy_(out[DataKeys.REWARDS])
+            obs_buf[t + 1].copy_(obs)
             if episodic:
                 terminated, truncated = out[DataKeys.TERMINATED], out[DataKeys.TRUNCATED]
-                terminated_buf[:, t] = terminated
-                truncated_buf[:, t] = truncated
+                terminated_buf[t].copy_(terminated)
+                truncated_buf[t].copy_(truncated)
                 final_obs = None
                 if final_obs_buf is not None:
                     final_obs = out[DataKeys.FINAL_OBS]
                     final_obs_buf[:, t] = final_obs
                 recurrence.end_step(t, terminated, truncated, final_obs)
         if not episodic:
-            terminated_buf.zero_()
-            truncated_buf.zero_()
+            buf[DataKeys.TERMINATED].zero_()
+            buf[DataKeys.TRUNCATED].zero_()
         self.episodic, self._final_obs = episodic, final_obs_buf
         return obs
 

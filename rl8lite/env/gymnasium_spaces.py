@@ -112,8 +112,13 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         else:
             spec = Unbounded(space.shape, device=device, dtype=torch.float32)
 
+        # torch's clamp costs half of np.clip's on a policy's few rows; the bounds' dtype is the
+        # space's, as np.clip promotes to it
+        low_t, high_t = torch.from_numpy(low), torch.from_numpy(high)
+
         def clipped(actions: torch.Tensor) -> np.ndarray:
-            return np.clip(actions.detach().cpu().numpy(), low, high).astype(dtype, copy=False)
+            actions = actions.detach().cpu().to(low_t.dtype)
+            return torch.clamp(actions, low_t, high_t).numpy().astype(dtype, copy=False)
 
         return spec, clipped
     raise UnsupportedSpaceError(f"action space {space} cannot be served by an rl8lite policy,"
