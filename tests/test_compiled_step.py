@@ -101,6 +101,23 @@ def test_auto_compiles_after_its_planned_steps_and_trains_as_eager(
 
 
 @pytest.mark.slow
+def test_steps_of_every_size_and_changes_between_updates_are_taken_as_eager() -> None:
+    # 160 samples: minibatches of 64, 64 and 32 (the first of each size in an update passes the
+    # compiled code's checks, the rest skip them); Adam's betas and eps changed between updates
+    config = {"num_envs": 10, "horizon": 16, "sgd_minibatch_size": 64, "num_sgd_iters": 2,
+              "optimizer_config": {"lr": 1e-3}}
+    runs = []
+    for compile in (False, True):  # one after the other: building an Algorithm seeds the RNG
+        algo = Algorithm(CartPole, seed=0, compile=compile, **config)
+        history = train(algo, 2)
+        algo.optimizer.param_groups[0].update(betas=(0.5, 0.9), eps=1e-3)
+        runs.append((algo, history + train(algo, 2)))
+    (eager, eager_history), (compiled, compiled_history) = runs
+    assert compiled.update.step_fn.compiled is not None
+    assert_same_training(compiled, eager, compiled_history, eager_history)
+
+
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_the_compiled_steps_and_raises_after_the_pass() -> None:
     # 4 copies x 4 steps, unshuffled, minibatches of 8: the NaN reward of the last copy
     # poisons the second minibatch only; the first one's step stands.
