@@ -24,6 +24,7 @@ from tensordict import TensorDict
 from .data import Device
 
 ShapeLike = int | Sequence[int] | torch.Size
+KeyPath = tuple[str, ...]
 
 
 class SpecError(ValueError):
@@ -92,7 +93,7 @@ class TensorSpec:
         return True
 
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
-        del value, key
+        """Raise :class:`SpecError` for entries of ``value`` outside the spec's bounds."""
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other) or self.__dict__.keys() != other.__dict__.keys():
@@ -103,12 +104,13 @@ class TensorSpec:
             for k, mine in self.__dict__.items()
         )
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {}
+    #: Attributes :func:`repr` shows before the shape.
+    _repr_names: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        fields = {**self._repr_fields(), "shape": list(self.shape), "dtype": self.dtype,
-                  "device": self.device}
+        fields = {k: getattr(self, k) for k in self._repr_names}
+        fields = {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in fields.items()}
+        fields |= {"shape": list(self.shape), "dtype": self.dtype, "device": self.device}
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
 
 
@@ -133,6 +135,7 @@ class Bounded(TensorSpec):
 
     low: torch.Tensor
     high: torch.Tensor
+    _repr_names = ("low", "high")
 
     def __init__(self, low: float | torch.Tensor, high: float | torch.Tensor,
                  shape: ShapeLike | None = None, device: Device | None = None,
@@ -168,15 +171,13 @@ class Bounded(TensorSpec):
                             f" {value[index].item()} at index {list(index)} outside"
                             f" [{low[element].item()}, {high[element].item()}]")
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"low": self.low.tolist(), "high": self.high.tolist()}
-
 
 class Categorical(TensorSpec):
     """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry); ``dtype``
     defaults to long, ``shape`` to ``[]`` (rl8 envs usually give ``[1]``)."""
 
     n: int
+    _repr_names = ("n",)
 
     def __init__(self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
@@ -197,13 +198,12 @@ class Categorical(TensorSpec):
                             f" {{0, ..., {self.n - 1}}}, e.g."
                             f" {value[outside].flatten()[:3].tolist()}")
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"n": self.n}
-
 
 class MultiCategorical(Bounded):
     """Integers with entry ``i`` in ``{0, ..., nvec[i] - 1}`` (Gymnasium's ``MultiDiscrete``):
     a :class:`Bounded` integer spec from 0 to ``nvec - 1``, ``nvec`` broadcast to ``shape``."""
+
+    _repr_names = ("nvec",)
 
     def __init__(self, nvec: int | Sequence[int] | torch.Tensor, shape: ShapeLike | None = None,
                  device: Device | None = None, dtype: torch.dtype | None = None) -> None:
@@ -217,9 +217,6 @@ class MultiCategorical(Bounded):
     def nvec(self) -> torch.Tensor:
         """Number of categories of each entry (``high + 1``)."""
         return self.high.long() + 1
-
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"nvec": self.nvec.tolist()}
 
 
 class Composite(Mapping[str, "Spec"]):
@@ -244,7 +241,7 @@ class Composite(Mapping[str, "Spec"]):
 
     def set(self, key: str, spec: Spec) -> Composite:
         """Set ``key`` to ``spec`` and return ``self``."""
-        self._specs[key] = spec
+        self[key] = spec
         return self
 
     def __iter__(self) -> Iterator[str]:
@@ -289,6 +286,20 @@ class Composite(Mapping[str, "Spec"]):
 
 Spec = TensorSpec | Composite
 
+
+def spec_leaves(spec: Spec, prefix: KeyPath = ()) -> list[tuple[KeyPath, TensorSpec]]:
+    """``(key path, leaf spec)`` of every leaf of ``spec``, depth first (``[((), spec)]`` for a
+    leaf spec).
+
+    Examples:
+        >>> spec = Composite(a=Unbounded(1), b=Composite(c=Unbounded(2)))
+        >>> [path for path, _ in spec_leaves(spec)]
+        [('a',), ('b', 'c')]
+    """
+    if not isinstance(spec, Composite):
+        return [(prefix, spec)]
+    return [leaf for key in spec for leaf in spec_leaves(spec[key], (*prefix, key))]
+
 # torchrl's older names, so rl8 environments port by changing the import only.
 UnboundedContinuousTensorSpec = Unbounded
 BoundedTensorSpec = Bounded
@@ -298,7 +309,7 @@ CompositeSpec = Composite
 __all__ = [
     "Bounded", "BoundedTensorSpec", "Categorical", "Composite", "CompositeSpec",
     "DiscreteTensorSpec", "MultiCategorical", "Spec", "SpecError", "TensorSpec", "Unbounded",
-    "UnboundedContinuousTensorSpec",
+    "UnboundedContinuousTensorSpec", "spec_leaves",
 ]
 
 
