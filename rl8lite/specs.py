@@ -1,17 +1,5 @@
 """Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data, with
-torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them.
-
-Examples:
-    >>> import torch
-    >>> from rl8lite.specs import Bounded, Categorical, Composite, Unbounded
-    >>> Unbounded(4).zero([2]).shape
-    torch.Size([2, 4])
-    >>> spec = Composite(obs=Unbounded(3), action_mask=Categorical(2, shape=[5]))
-    >>> td = spec.rand([8])
-    >>> td["obs"].shape, td["action_mask"].dtype
-    (torch.Size([8, 3]), torch.int64)
-    >>> Bounded(-1.0, 1.0, shape=[2]).assert_is_in(torch.zeros(8, 2))
-"""
+torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them."""
 
 from __future__ import annotations
 
@@ -221,7 +209,15 @@ class MultiCategorical(Bounded):
 
 class Composite(Mapping[str, "Spec"]):
     """A (nested) dict of specs, for dict observations (data: a :class:`TensorDict`); ``shape``
-    is every entry's leading per-copy shape; with ``device``, every entry is moved there."""
+    is every entry's leading per-copy shape; with ``device``, every entry is moved there.
+
+    Examples:
+        >>> spec = Composite(obs=Bounded(-1.0, 1.0, shape=[3]), mask=Categorical(2, shape=[5]))
+        >>> td = spec.rand([8])
+        >>> td["obs"].shape, td["mask"].dtype
+        (torch.Size([8, 3]), torch.int64)
+        >>> spec.assert_is_in(td)
+    """
 
     def __init__(self, spec_dict: Mapping[str, Spec] | None = None, *,
                  shape: ShapeLike | None = None, device: Device | None = None,
@@ -266,7 +262,7 @@ class Composite(Mapping[str, "Spec"]):
         return self._map("rand", batch_shape)
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
-        if not isinstance(value, (TensorDict, Mapping)) and not hasattr(value, "keys"):
+        if not hasattr(value, "keys"):
             raise SpecError(f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
                             f" received {type(value).__name__}")
         present = set(value.keys())

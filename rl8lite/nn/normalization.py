@@ -1,13 +1,4 @@
-"""Observation normalisation: running moments of every float observation leaf.
-
-Examples:
-    >>> import torch
-    >>> from rl8lite.specs import Unbounded
-    >>> normalizer = ObservationNormalizer(Unbounded(2))
-    >>> normalizer.update(torch.tensor([[1.0, 10.0], [3.0, 30.0]]))
-    >>> normalizer(torch.tensor([[3.0, 30.0]]))
-    tensor([[1., 1.]])
-"""
+"""Observation normalisation: running moments of every float observation leaf."""
 
 from __future__ import annotations
 
@@ -40,6 +31,13 @@ class ObservationNormalizer(nn.Module):
     with running moments in float64 (identity until the first :meth:`update`); a ``ValueError``
     for a spec without float leaves. Integer and categorical leaves and the action mask pass
     unchanged; windows of past observations are normalised step by step, their padding kept zero.
+
+    Examples:
+        >>> from rl8lite.specs import Unbounded
+        >>> normalizer = ObservationNormalizer(Unbounded(2))
+        >>> normalizer.update(torch.tensor([[1.0, 10.0], [3.0, 30.0]]))
+        >>> normalizer(torch.tensor([[3.0, 30.0]]))
+        tensor([[1., 1.]])
     """
 
     def __init__(self, observation_spec: Spec, *, clip: float = 10.0, eps: float = 1e-8) -> None:
