@@ -38,6 +38,12 @@ def _per_leaf(fn: Callable[[Tensor], Item], x: Item, batch_size: list[int]) -> I
     return fn(x) if isinstance(x, Tensor) else x.apply(fn, batch_size=batch_size)
 
 
+def _pad_front(x: Tensor, steps: int) -> Tensor:
+    padded = x.new_zeros(x.shape[0], steps + x.shape[1], *x.shape[2:])
+    padded[:, steps:] = x
+    return padded
+
+
 def _windows_td(inputs: Tensor, padding_mask: Tensor) -> TensorDict:
     return TensorDict({DataKeys.INPUTS: inputs, DataKeys.PADDING_MASK: padding_mask},
                       batch_size=padding_mask.shape[:2], device=inputs.device)
@@ -69,11 +75,7 @@ def pad_last_sequence(x: Tensor, size: int, /) -> TensorDict:
         (tensor([0., 0., 2.]), tensor([ True,  True, False]))
     """
     batch, num_steps = _check_sequence(x, size)
-    if num_steps >= size:
-        inputs = x[:, num_steps - size:]
-    else:
-        inputs = x.new_zeros(batch, size, *x.shape[2:])
-        inputs[:, size - num_steps:] = x
+    inputs = x[:, num_steps - size:] if num_steps >= size else _pad_front(x, size - num_steps)
     steps = torch.arange(num_steps - 1, num_steps, device=x.device).expand(batch)
     return _windows_td(inputs, window_padding_mask(steps, size))
 
@@ -88,10 +90,8 @@ def pad_whole_sequence(x: Tensor, size: int, /) -> TensorDict:
         (tensor([[0., 1., 2.]]), tensor([[ True, False, False]]))
     """
     batch, num_steps = _check_sequence(x, size)
-    inputs = x.new_zeros(batch, num_steps + size - 1, *x.shape[2:])
-    inputs[:, size - 1:] = x
     steps = torch.arange(-(size - 1), num_steps, device=x.device).expand(batch, -1)
-    return _windows_td(inputs, steps < 0)
+    return _windows_td(_pad_front(x, size - 1), steps < 0)
 
 
 def episode_steps(episode_ends: Tensor, /, *, initial: Tensor | None = None) -> Tensor:
@@ -154,10 +154,7 @@ def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
     missing = max(size - 1 - history, 0)
 
     def windows(t: Tensor) -> TensorDict:
-        if missing:
-            padded = t.new_zeros(batch, missing + length, *t.shape[2:])
-            padded[:, missing:] = t
-            t = padded
+        t = _pad_front(t, missing) if missing else t
         last = rolling_window(t, size)[:, t.shape[1] - size + 1 - num_windows:]
         return _windows_td(last, padding_mask)
 
