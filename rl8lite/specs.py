@@ -1,17 +1,5 @@
 """Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data, with
-torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them.
-
-Examples:
-    >>> import torch
-    >>> from rl8lite.specs import Bounded, Categorical, Composite, Unbounded
-    >>> Unbounded(4).zero([2]).shape
-    torch.Size([2, 4])
-    >>> spec = Composite(obs=Unbounded(3), action_mask=Categorical(2, shape=[5]))
-    >>> td = spec.rand([8])
-    >>> td["obs"].shape, td["action_mask"].dtype
-    (torch.Size([8, 3]), torch.int64)
-    >>> Bounded(-1.0, 1.0, shape=[2]).assert_is_in(torch.zeros(8, 2))
-"""
+torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them."""
 
 from __future__ import annotations
 
@@ -24,6 +12,7 @@ from tensordict import TensorDict
 from .data import Device
 
 ShapeLike = int | Sequence[int] | torch.Size
+KeyPath = tuple[str, ...]
 
 
 class SpecError(ValueError):
@@ -92,7 +81,7 @@ class TensorSpec:
         return True
 
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
-        del value, key
+        """Raise :class:`SpecError` for entries of ``value`` outside the spec's bounds."""
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other) or self.__dict__.keys() != other.__dict__.keys():
@@ -103,12 +92,13 @@ class TensorSpec:
             for k, mine in self.__dict__.items()
         )
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {}
+    #: Attributes :func:`repr` shows before the shape.
+    _repr_names: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        fields = {**self._repr_fields(), "shape": list(self.shape), "dtype": self.dtype,
-                  "device": self.device}
+        fields = {k: getattr(self, k) for k in self._repr_names}
+        fields = {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in fields.items()}
+        fields |= {"shape": list(self.shape), "dtype": self.dtype, "device": self.device}
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
 
 
@@ -133,6 +123,7 @@ class Bounded(TensorSpec):
 
     low: torch.Tensor
     high: torch.Tensor
+    _repr_names = ("low", "high")
 
     def __init__(self, low: float | torch.Tensor, high: float | torch.Tensor,
                  shape: ShapeLike | None = None, device: Device | None = None,
@@ -168,15 +159,13 @@ class Bounded(TensorSpec):
                             f" {value[index].item()} at index {list(index)} outside"
                             f" [{low[element].item()}, {high[element].item()}]")
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"low": self.low.tolist(), "high": self.high.tolist()}
-
 
 class Categorical(TensorSpec):
     """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry); ``dtype``
     defaults to long, ``shape`` to ``[]`` (rl8 envs usually give ``[1]``)."""
 
     n: int
+    _repr_names = ("n",)
 
     def __init__(self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
@@ -197,13 +186,12 @@ class Categorical(TensorSpec):
                             f" {{0, ..., {self.n - 1}}}, e.g."
                             f" {value[outside].flatten()[:3].tolist()}")
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"n": self.n}
-
 
 class MultiCategorical(Bounded):
     """Integers with entry ``i`` in ``{0, ..., nvec[i] - 1}`` (Gymnasium's ``MultiDiscrete``):
     a :class:`Bounded` integer spec from 0 to ``nvec - 1``, ``nvec`` broadcast to ``shape``."""
+
+    _repr_names = ("nvec",)
 
     def __init__(self, nvec: int | Sequence[int] | torch.Tensor, shape: ShapeLike | None = None,
                  device: Device | None = None, dtype: torch.dtype | None = None) -> None:
@@ -218,13 +206,18 @@ class MultiCategorical(Bounded):
         """Number of categories of each entry (``high + 1``)."""
         return self.high.long() + 1
 
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"nvec": self.nvec.tolist()}
-
 
 class Composite(Mapping[str, "Spec"]):
     """A (nested) dict of specs, for dict observations (data: a :class:`TensorDict`); ``shape``
-    is every entry's leading per-copy shape; with ``device``, every entry is moved there."""
+    is every entry's leading per-copy shape; with ``device``, every entry is moved there.
+
+    Examples:
+        >>> spec = Composite(obs=Bounded(-1.0, 1.0, shape=[3]), mask=Categorical(2, shape=[5]))
+        >>> td = spec.rand([8])
+        >>> td["obs"].shape, td["mask"].dtype
+        (torch.Size([8, 3]), torch.int64)
+        >>> spec.assert_is_in(td)
+    """
 
     def __init__(self, spec_dict: Mapping[str, Spec] | None = None, *,
                  shape: ShapeLike | None = None, device: Device | None = None,
@@ -244,7 +237,7 @@ class Composite(Mapping[str, "Spec"]):
 
     def set(self, key: str, spec: Spec) -> Composite:
         """Set ``key`` to ``spec`` and return ``self``."""
-        self._specs[key] = spec
+        self[key] = spec
         return self
 
     def __iter__(self) -> Iterator[str]:
@@ -269,7 +262,7 @@ class Composite(Mapping[str, "Spec"]):
         return self._map("rand", batch_shape)
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
-        if not isinstance(value, (TensorDict, Mapping)) and not hasattr(value, "keys"):
+        if not hasattr(value, "keys"):
             raise SpecError(f"{key}: expected a TensorDict with keys {sorted(self._specs)},"
                             f" received {type(value).__name__}")
         present = set(value.keys())
@@ -289,6 +282,20 @@ class Composite(Mapping[str, "Spec"]):
 
 Spec = TensorSpec | Composite
 
+
+def spec_leaves(spec: Spec, prefix: KeyPath = ()) -> list[tuple[KeyPath, TensorSpec]]:
+    """``(key path, leaf spec)`` of every leaf of ``spec``, depth first (``[((), spec)]`` for a
+    leaf spec).
+
+    Examples:
+        >>> spec = Composite(a=Unbounded(1), b=Composite(c=Unbounded(2)))
+        >>> [path for path, _ in spec_leaves(spec)]
+        [('a',), ('b', 'c')]
+    """
+    if not isinstance(spec, Composite):
+        return [(prefix, spec)]
+    return [leaf for key in spec for leaf in spec_leaves(spec[key], (*prefix, key))]
+
 # torchrl's older names, so rl8 environments port by changing the import only.
 UnboundedContinuousTensorSpec = Unbounded
 BoundedTensorSpec = Bounded
@@ -298,7 +305,7 @@ CompositeSpec = Composite
 __all__ = [
     "Bounded", "BoundedTensorSpec", "Categorical", "Composite", "CompositeSpec",
     "DiscreteTensorSpec", "MultiCategorical", "Spec", "SpecError", "TensorSpec", "Unbounded",
-    "UnboundedContinuousTensorSpec",
+    "UnboundedContinuousTensorSpec", "spec_leaves",
 ]
 
 

@@ -25,7 +25,7 @@ ViewMethod = Literal["rolling_window", "padded_rolling_window"]
 
 
 def _check_sequence(x: Item, size: int) -> tuple[int, int]:
-    """``(B, T)`` of ``x`` ``[B, T, ...]``, or an error for a window that cannot be taken."""
+    """``(B, T)`` of ``x`` ``[B, T, ...]``; a ``ValueError`` for a window that cannot be taken."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a window's size must be an int >= 1, got {size!r}")
     if len(x.shape) < 2:
@@ -36,6 +36,12 @@ def _check_sequence(x: Item, size: int) -> tuple[int, int]:
 
 def _per_leaf(fn: Callable[[Tensor], Item], x: Item, batch_size: list[int]) -> Item:
     return fn(x) if isinstance(x, Tensor) else x.apply(fn, batch_size=batch_size)
+
+
+def _pad_front(x: Tensor, steps: int) -> Tensor:
+    padded = x.new_zeros(x.shape[0], steps + x.shape[1], *x.shape[2:])
+    padded[:, steps:] = x
+    return padded
 
 
 def _windows_td(inputs: Tensor, padding_mask: Tensor) -> TensorDict:
@@ -60,8 +66,8 @@ def rolling_window(x: Tensor, size: int, /, *, step: int = 1) -> Tensor:
 
 
 def pad_last_sequence(x: Tensor, size: int, /) -> TensorDict:
-    """The last ``size`` steps of each sequence of ``x`` ``[B, T, ...]``, zeros in front
-    where there are fewer: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``.
+    """The last ``size`` steps of each sequence of ``x`` ``[B, T, ...]``, zeros in front where
+    there are fewer: TensorDict ``[B, size]`` of ``INPUTS`` and ``PADDING_MASK``.
 
     Examples:
         >>> out = pad_last_sequence(torch.tensor([[1.0], [2.0]]), 3)
@@ -69,11 +75,7 @@ def pad_last_sequence(x: Tensor, size: int, /) -> TensorDict:
         (tensor([0., 0., 2.]), tensor([ True,  True, False]))
     """
     batch, num_steps = _check_sequence(x, size)
-    if num_steps >= size:
-        inputs = x[:, num_steps - size:]
-    else:
-        inputs = x.new_zeros(batch, size, *x.shape[2:])
-        inputs[:, size - num_steps:] = x
+    inputs = x[:, num_steps - size:] if num_steps >= size else _pad_front(x, size - num_steps)
     steps = torch.arange(num_steps - 1, num_steps, device=x.device).expand(batch)
     return _windows_td(inputs, window_padding_mask(steps, size))
 
@@ -88,15 +90,13 @@ def pad_whole_sequence(x: Tensor, size: int, /) -> TensorDict:
         (tensor([[0., 1., 2.]]), tensor([[ True, False, False]]))
     """
     batch, num_steps = _check_sequence(x, size)
-    inputs = x.new_zeros(batch, num_steps + size - 1, *x.shape[2:])
-    inputs[:, size - 1:] = x
     steps = torch.arange(-(size - 1), num_steps, device=x.device).expand(batch, -1)
-    return _windows_td(inputs, steps < 0)
+    return _windows_td(_pad_front(x, size - 1), steps < 0)
 
 
 def episode_steps(episode_ends: Tensor, /, *, initial: Tensor | None = None) -> Tensor:
-    """``[B, T + 1]``: each observation's index in its episode, given ``episode_ends``
-    ``[B, T]`` (observation ``t + 1`` starts an episode) and ``initial`` ``[B]`` (default 0).
+    """Each observation's index in its episode ``[B, T + 1]``, given ``episode_ends`` ``[B, T]``
+    (observation ``t + 1`` starts an episode) and ``initial`` ``[B]`` (default 0).
 
     Examples:
         >>> episode_steps(torch.tensor([[False, True, False]]), initial=torch.tensor([4]))
@@ -114,8 +114,8 @@ def episode_steps(episode_ends: Tensor, /, *, initial: Tensor | None = None) -> 
 
 
 def window_padding_mask(episode_steps: Tensor, size: int, /) -> Tensor:
-    """``[..., size]``: which steps of windows of ``size`` are padding, given the index
-    ``[...]`` of each window's last step in its episode (:func:`episode_steps`).
+    """Which steps of windows of ``size`` are padding ``[..., size]``, given the index ``[...]``
+    of each window's last step in its episode (:func:`episode_steps`).
 
     Examples:
         >>> window_padding_mask(torch.tensor([0, 1, 5]), 3).tolist()
@@ -154,10 +154,7 @@ def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
     missing = max(size - 1 - history, 0)
 
     def windows(t: Tensor) -> TensorDict:
-        if missing:
-            padded = t.new_zeros(batch, missing + length, *t.shape[2:])
-            padded[:, missing:] = t
-            t = padded
+        t = _pad_front(t, missing) if missing else t
         last = rolling_window(t, size)[:, t.shape[1] - size + 1 - num_windows:]
         return _windows_td(last, padding_mask)
 
@@ -209,8 +206,8 @@ def zero_padding(windows: TensorDict) -> TensorDict:
 
 
 class View(Protocol):
-    """Windows of ``size`` steps over ``[B, T, ...]``: at every step (``apply_all``, ``[B_NEW <=
-    B * T, size, ...]``), at the last (``apply_last``, ``[B, size, ...]``); ``drop_size``."""
+    """Windows of ``size`` steps over ``[B, T, ...]``: at every step (``apply_all``, flattened),
+    at the last (``apply_last``), and the steps ``apply_all`` drops (``drop_size``)."""
 
     @staticmethod
     def apply_all(x: Item, size: int, /) -> Item: ...
@@ -265,7 +262,7 @@ class PaddedRollingWindow:
 
     @staticmethod
     def apply_last(x: Item, size: int, /) -> TensorDict:
-        """:func:`pad_last_sequence`, per leaf for a TensorDict ``x``."""
+        """:func:`pad_last_sequence`, per leaf."""
         batch, _ = _check_sequence(x, size)
         return _per_leaf(lambda t: pad_last_sequence(t, size), x, [batch, size])
 

@@ -17,10 +17,9 @@ from ..views import ViewKind, ViewRequirement
 class Model(nn.Module):
     """Base class of policy models: one stateless forward pass gives the distribution's
     features ``[B, num_inputs]`` and the values ``[B, 1]``; ``**config`` is kept in
-    :attr:`config`. With ``view_requirements[key] = ViewRequirement(shift=k)``, ``k > 0``,
-    ``key`` reaches ``forward`` as a TensorDict of the ``k + 1`` steps ending at the current one
-    (``DataKeys.INPUTS``, ``[B, k + 1, ...]``) and which are padding (``PADDING_MASK``: steps
-    before the episode's first, zeroed); windows continue across collects.
+    :attr:`config`. With ``view_requirements[key] = ViewRequirement(shift=k)``, ``key`` reaches
+    ``forward`` as a window of the ``k + 1`` steps ending at the current one (``INPUTS``,
+    ``[B, k + 1, ...]``, and ``PADDING_MASK``: steps before the episode's first, zeroed).
 
     Examples:
         >>> from rl8lite.specs import Categorical, Unbounded
@@ -35,8 +34,6 @@ class Model(nn.Module):
         >>> model = Stacked(Unbounded(2), Categorical(3, shape=[1]))
         >>> batch = TensorDict({"obs": torch.randn(5, 7, 2)}, batch_size=[5, 7])
         >>> window = model.apply_view_requirements(batch)[DataKeys.OBS]
-        >>> window[DataKeys.INPUTS].shape, window[DataKeys.PADDING_MASK].shape
-        (torch.Size([5, 4, 2]), torch.Size([5, 4]))
         >>> [t.shape for t in model(window)]
         [torch.Size([5, 3]), torch.Size([5, 1])]
     """
@@ -62,10 +59,8 @@ class Model(nn.Module):
         """The model's input for a batch of sequences ``[B, T]`` (rl8's method), each one
         episode: at each sequence's last step (``kind="last"``, batch ``[B]``) or at every
         step (``"all"``, batch ``[B * T]``, row ``b * T + t``)."""
-        out: dict[Any, Any] = {}
-        for key, requirement in self.view_requirements.items():
-            apply = requirement.apply_all if kind == "all" else requirement.apply_last
-            out[key] = apply(key, batch)
+        out = {key: (view.apply_all if kind == "all" else view.apply_last)(key, batch)
+               for key, view in self.view_requirements.items()}
         sizes = {key: item.shape[0] for key, item in out.items()}
         if len(set(sizes.values())) > 1:
             raise RuntimeError(f"{type(self).__name__}'s view requirements give different batch"

@@ -12,16 +12,11 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 
 from ..data import DataKeys
-from ..specs import Composite
+from ..specs import Composite, spec_leaves
 from .base import Model
 from .recurrent import RecurrentModel
 
-__all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "is_rl8_style", "stateless"]
-
-
-def is_rl8_style(model: nn.Module) -> bool:
-    """Whether ``model`` follows rl8's interface: it has a ``value_function()`` method."""
-    return callable(getattr(model, "value_function", None))
+__all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "stateless"]
 
 
 def flat_features(features: TensorDict | Tensor, *, model_name: str = "the model") -> Tensor:
@@ -88,7 +83,8 @@ class Rl8RecurrentModel:
                             f" states (received {spec!r})")
         self.model = model
         self.name = type(model).__name__
-        self.leaves = [(key, tuple(leaf.shape)) for key, leaf in _leaves(spec)]
+        self.leaves = [(path[0] if len(path) == 1 else path, tuple(leaf.shape))
+                       for path, leaf in spec_leaves(spec)]
         self.state_size = sum(math.prod(shape) for _, shape in self.leaves)
 
     def init_states(self, batch_size: int, device: torch.device | str | None = None) -> Tensor:
@@ -122,22 +118,11 @@ class Rl8RecurrentModel:
         return flat_features(features, model_name=self.name), values, self.flat_states(next_states)
 
 
-def _leaves(spec: Composite, prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
-    out = []
-    for key, leaf in spec.items():
-        path = (*prefix, key)
-        if isinstance(leaf, Composite):
-            out.extend(_leaves(leaf, path))
-        else:
-            out.append((path[0] if len(path) == 1 else path, leaf))
-    return out
-
-
 def stateless(model: nn.Module) -> Any:
     """``model`` in rl8lite's stateless protocol: a model with rl8's ``value_function()``
     wrapped in :class:`Rl8Model` (:class:`Rl8RecurrentModel` when it is a ``RecurrentModel``
     or has a ``state_spec``); any other model as it is."""
-    if not is_rl8_style(model):
+    if not callable(getattr(model, "value_function", None)):
         return model
     if isinstance(model, RecurrentModel) or getattr(model, "state_spec", None) is not None:
         return Rl8RecurrentModel(model)

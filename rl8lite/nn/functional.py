@@ -16,14 +16,10 @@ __all__ = [
     "masked_max", "ppo_losses", "skip_connection",
 ]
 
-#: Kinds of :func:`skip_connection`.
-SKIP_KINDS = ("cat", "residual", None)
-
-
 def check_skip_kind(kind: str | None) -> None:
-    """Raise ``ValueError`` unless ``kind`` is one of :data:`SKIP_KINDS`."""
-    if kind not in SKIP_KINDS:
-        raise ValueError(f"no skip connection kind {kind!r}: choose one of {list(SKIP_KINDS)}")
+    """Raise ``ValueError`` unless ``kind`` is a kind of :func:`skip_connection`."""
+    if kind not in (kinds := ["cat", "residual", None]):
+        raise ValueError(f"no skip connection kind {kind!r}: choose one of {kinds}")
 
 
 def _expand_mask(mask: Tensor, like: Tensor) -> Tensor:
@@ -31,7 +27,6 @@ def _expand_mask(mask: Tensor, like: Tensor) -> Tensor:
 
 
 def _masked_lowest(x: Tensor, mask: Tensor | None) -> Tensor:
-    """``x`` with its invalid values at its dtype's lowest finite value."""
     if mask is None:
         return x
     lowest = torch.finfo(x.dtype).min if x.is_floating_point() else torch.iinfo(x.dtype).min
@@ -72,8 +67,8 @@ def mask_from_lengths(x: Tensor, lengths: Tensor, /) -> Tensor:
 
 def masked_avg(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1,
                keepdim: bool = False) -> Tensor:
-    """The mean of ``x`` ``[B, T, ...]`` along ``dim`` over its valid values (NaN where none
-    is); ``mask`` covers a leading part of ``x``'s shape, and a float one weights the values.
+    """The mean of ``x`` along ``dim`` over its valid values (NaN where none is); ``mask``
+    covers ``x``'s leading dims, and a float one weights the values.
 
     Examples:
         >>> masked_avg(torch.tensor([[1.0, 2.0, 9.0]]), mask=torch.tensor([[True, True, False]]))
@@ -88,8 +83,8 @@ def masked_avg(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1,
 
 
 def masked_max(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1) -> tuple[Tensor, Tensor]:
-    """``(max, argmax)`` of ``x`` ``[B, T, ...]`` along ``dim`` (kept) over its valid values
-    (the dtype's lowest value at index 0 where none is); ``mask`` covers ``x``'s leading dims.
+    """``(max, argmax)`` of ``x`` along ``dim`` (kept) over its valid values (the dtype's
+    lowest value at index 0 where none is); ``mask`` covers ``x``'s leading dims.
 
     Examples:
         >>> masked_max(torch.tensor([[1.0, 5.0, 3.0]]), mask=torch.tensor([[True, False, True]]))
@@ -101,8 +96,7 @@ def masked_max(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1) -> tup
 
 
 def masked_log_softmax(x: Tensor, /, *, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Log-softmax of logits ``x`` along ``dim`` over the valid values (invalid ones get
-    probability 0); ``mask`` broadcasts against ``x`` once trailing dims are added.
+    """Log-softmax of logits ``x`` along ``dim``, invalid values at probability 0.
 
     Examples:
         >>> x = torch.zeros(1, 3)
@@ -114,8 +108,8 @@ def masked_log_softmax(x: Tensor, /, *, mask: Tensor | None = None, dim: int = -
 
 def masked_categorical_sample(x: Tensor, /, *, mask: Tensor | None = None,
                               dim: int = 1) -> tuple[Tensor, Tensor]:
-    """One valid category per row of logits ``x`` ``[B, ..., N]``: ``(logits, samples)``, the
-    drawn indices ``[B, ..., 1]`` and the (masked) logits at them along ``dim``.
+    """``(logits, samples)``: one valid category ``[B, ..., 1]`` drawn per row of logits ``x``
+    ``[B, ..., N]``, and the (masked) logits at it along ``dim``.
 
     Examples:
         >>> mask = torch.tensor([[0, 1, 0], [1, 0, 0]])

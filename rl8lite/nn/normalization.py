@@ -1,13 +1,4 @@
-"""Observation normalisation: running moments of every float observation leaf.
-
-Examples:
-    >>> import torch
-    >>> from rl8lite.specs import Unbounded
-    >>> normalizer = ObservationNormalizer(Unbounded(2))
-    >>> normalizer.update(torch.tensor([[1.0, 10.0], [3.0, 30.0]]))
-    >>> normalizer(torch.tensor([[3.0, 30.0]]))
-    tensor([[1., 1.]])
-"""
+"""Observation normalisation: running moments of every float observation leaf."""
 
 from __future__ import annotations
 
@@ -18,27 +9,11 @@ from tensordict import TensorDict
 from torch import nn
 
 from ..data import DataKeys
-from ..specs import Composite, Spec
+from ..specs import Spec, spec_leaves
 
 Observation = torch.Tensor | TensorDict
-Path = tuple[str, ...]
 #: Sums a float64 tensor over every training process.
 Summer = Callable[[torch.Tensor], torch.Tensor]
-
-
-def float_leaves(spec: Spec, prefix: Path = ()) -> tuple[dict[Path, Spec], list[Path]]:
-    """``({path: spec} of float leaves, other leaves)`` of an observation spec, as key paths (an
-    action mask is neither: the policy reads it, the model does not)."""
-    if not isinstance(spec, Composite):
-        return ({prefix: spec}, []) if spec.dtype.is_floating_point else ({}, [prefix])
-    floats: dict[Path, Spec] = {}
-    others: list[Path] = []
-    for key in spec:
-        if key != DataKeys.ACTION_MASK:
-            f, o = float_leaves(spec[key], (*prefix, key))
-            floats.update(f)
-            others += o
-    return floats, others
 
 
 def merge_moments(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
@@ -56,18 +31,28 @@ class ObservationNormalizer(nn.Module):
     with running moments in float64 (identity until the first :meth:`update`); a ``ValueError``
     for a spec without float leaves. Integer and categorical leaves and the action mask pass
     unchanged; windows of past observations are normalised step by step, their padding kept zero.
+
+    Examples:
+        >>> from rl8lite.specs import Unbounded
+        >>> normalizer = ObservationNormalizer(Unbounded(2))
+        >>> normalizer.update(torch.tensor([[1.0, 10.0], [3.0, 30.0]]))
+        >>> normalizer(torch.tensor([[3.0, 30.0]]))
+        tensor([[1., 1.]])
     """
 
     def __init__(self, observation_spec: Spec, *, clip: float = 10.0, eps: float = 1e-8) -> None:
         super().__init__()
-        leaves, others = float_leaves(observation_spec)
-        self.paths = list(leaves)
+        # the action mask is no observation: the policy reads it, the model does not
+        leaves = [(path, spec) for path, spec in spec_leaves(observation_spec)
+                  if DataKeys.ACTION_MASK not in path]
+        floats = {path: spec for path, spec in leaves if spec.dtype.is_floating_point}
+        self.paths = list(floats)
         if not self.paths:
-            keys = [".".join((DataKeys.OBS, *p)) for p in others] or [DataKeys.OBS]
+            keys = [".".join((DataKeys.OBS, *path)) for path, _ in leaves] or [DataKeys.OBS]
             raise ValueError(f"normalize_observations: the observation has no float entry to"
                              f" normalise (its entries {keys} are integers or categories)")
         self.clip, self.eps = float(clip), eps
-        for i, spec in enumerate(leaves.values()):
+        for i, spec in enumerate(floats.values()):
             self.register_buffer(f"count_{i}", torch.zeros((), dtype=torch.float64))
             self.register_buffer(f"mean_{i}", torch.zeros(spec.shape, dtype=torch.float64))
             self.register_buffer(f"var_{i}", torch.ones(spec.shape, dtype=torch.float64))

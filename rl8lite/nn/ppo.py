@@ -64,12 +64,17 @@ def gae(
         out = tuple(rewards.new_empty(num_envs, num_steps, dtype=dtype) for _ in range(2))
     parts = []
     for rows in copy_slices(num_envs, num_steps, rewards.device):
-        deltas, continues = _deltas_and_continues(
-            rewards[rows].to(dtype), values[rows].to(dtype), gamma,
-            None if terminated is None else terminated[rows],
-            None if truncated is None else truncated[rows],
-            None if final_values is None else final_values[rows].to(dtype),
-        )
+        slice_values = values[rows].to(dtype)
+        next_values, continues = slice_values[:, 1:], torch.ones_like(rewards[rows], dtype=dtype)
+        if truncated is not None:
+            ends = truncated[rows]
+            next_values = torch.where(ends, final_values[rows].to(dtype), next_values)
+            continues = continues * (~ends).to(dtype)
+        if terminated is not None:
+            ends = terminated[rows]
+            next_values = torch.where(ends, torch.zeros_like(next_values), next_values)
+            continues = continues * (~ends).to(dtype)
+        deltas = rewards[rows].to(dtype) + gamma * next_values - slice_values[:, :-1]
         # Time-major [T, n]: the backward recursion then reads rows, not strides.
         advantages = _recursion(deltas.t().contiguous(), (gamma * gae_lambda * continues).t()).t()
         if out is None:
@@ -95,20 +100,6 @@ def _recursion(deltas: Tensor, decay: Tensor) -> Tensor:
     for t in range(deltas.shape[0] - 2, -1, -1):
         rows[t].addcmul_(decay_rows[t], rows[t + 1])
     return deltas
-
-
-def _deltas_and_continues(
-    rewards: Tensor, values: Tensor, gamma: float, terminated: Tensor | None,
-    truncated: Tensor | None, final_values: Tensor | None,
-) -> tuple[Tensor, Tensor]:
-    next_values, continues = values[:, 1:], torch.ones_like(rewards)
-    if truncated is not None:
-        next_values = torch.where(truncated, final_values, next_values)
-        continues = continues * (~truncated).to(rewards.dtype)
-    if terminated is not None:
-        next_values = torch.where(terminated, torch.zeros_like(next_values), next_values)
-        continues = continues * (~terminated).to(rewards.dtype)
-    return rewards + gamma * next_values - values[:, :-1], continues
 
 
 def normalization(x: Tensor, eps: float = 1e-8) -> tuple[Tensor, Tensor]:
