@@ -9,20 +9,13 @@ from tensordict import TensorDict
 
 from ..data import DataKeys
 from ..policies import Policy
-from ..specs import Composite, Spec
+from ..specs import Spec, spec_leaves
 from ..views import PaddedRollingWindow, episode_steps, window_at_last_step
 from .buffer import episode_ends, flat_rows, index_dtype
 from .carries import Feedforward, Observation, Pair, Recurrence, Recurrent
 from .config import ConfigError, RecurrentAlgorithmConfig
 
 Path = tuple[str, ...]
-
-
-def observation_paths(spec: Spec, prefix: Path = ()) -> list[Path]:
-    """Every leaf of an observation spec, as a path of keys (``[()]`` for a tensor spec)."""
-    if not isinstance(spec, Composite):
-        return [prefix]
-    return [leaf for key in spec for leaf in observation_paths(spec[key], (*prefix, key))]
 
 
 def windows_seen(model: Any, observation_spec: Spec) -> str | None:
@@ -38,7 +31,7 @@ def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
     """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requirements
     window; a :class:`ConfigError` for an unknown key or a method that drops steps."""
     requirements = getattr(model, "view_requirements", None) or {}
-    leaves = observation_paths(observation_spec)
+    leaves = [path for path, _ in spec_leaves(observation_spec)]
     sizes: dict[Path, int] = {}
     name = type(model).__name__
     for key, requirement in requirements.items():
