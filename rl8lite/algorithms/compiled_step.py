@@ -94,6 +94,7 @@ class CompiledMinibatchStep:
         self.lr = torch.zeros((), dtype=torch.float64)
         self._checked_for: Any = None
         self._checked_sizes: set[int] = set()
+        self._inputs: tuple[Any, ...] = ()
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
     def _state(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
@@ -106,25 +107,30 @@ class CompiledMinibatchStep:
         return ([state[p]["exp_avg"] for p in params], [state[p]["exp_avg_sq"] for p in params],
                 [state[p]["step"] for p in params])
 
-    def __call__(self, batch: Any, units: Tensor, row: Tensor) -> Tensor:
-        if self.compiled is None:
-            return self.fallback(batch, units, row)
-        group = self.optimizer.param_groups[0]  # read each step, as the optimizer's own step does
-        self.lr.fill_(group["lr"])  # a tensor: a schedule's new value needs no new graph
+    def _optimizer_inputs(self) -> tuple[Any, ...]:
+        """The step's parameters, options and state, read from the optimizer as its own step
+        reads them; the learning rate into a tensor (a new value needs no new graph)."""
+        group = self.optimizer.param_groups[0]
+        self.lr.fill_(group["lr"])
         options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),
                    "eps": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
                    "decoupled": isinstance(self.optimizer, torch.optim.AdamW)}
         # frozen parameters are neither differentiated nor stepped, as in the eager update
         names, params = zip(*[(name, p) for name, p in self.named if p.requires_grad])
-        if batch is not self._checked_for:  # a new update: the first step of each size checks
+        return names, list(params), options, *self._state(params)
+
+    def __call__(self, batch: Any, units: Tensor, row: Tensor) -> Tensor:
+        if self.compiled is None:
+            return self.fallback(batch, units, row)
+        if batch is not self._checked_for:  # a new update: read the optimizer, check anew
             self._checked_for, self._checked_sizes = batch, set()
+            self._inputs = self._optimizer_inputs()
         # the guards (~450, mostly the module tree functional_call walks) cost ~15% of a 64-sample
         # step; within one update nothing they check changes once a step of this size passed them
         unchecked = units.shape[0] in self._checked_sizes
         try:
             with torch.no_grad(), torch.compiler.set_stance(skip_guard_eval_unsafe=unchecked):
-                norm = self.compiled(batch, units, row, names, list(params), options,
-                                     *self._state(params))
+                norm = self.compiled(batch, units, row, *self._inputs)
         except Exception as e:  # only the first call compiles; later errors are the step's own
             if self.compiled_once:
                 raise
