@@ -30,8 +30,6 @@ from .trainers import Trainer
 from .trainers.train_config import TrainConfig, TrainConfigError, read_mapping
 
 KINDS = ("uniform", "log_uniform", "int", "choice")
-SWEEP_KEYS = {"metric", "direction", "max_steps", "trials", "register", "pruner", "params",
-              "eval_env_config", "steps_per_eval", "seed"}
 #: Tags of a trial's run naming the process that runs it (a dead one's trial is marked FAILED).
 HOST_TAG, PID_TAG = "rl8lite.sweep.host", "rl8lite.sweep.pid"
 
@@ -80,16 +78,14 @@ class Sweep:
     def from_file(cls, path: str | Path) -> Sweep:
         """Read a sweep file (YAML or JSON); its errors name the file."""
         data = read_mapping(Path(path))
-        block = data.pop("sweep", None)
+        block, keys = data.pop("sweep", None), {f.name for f in dataclasses.fields(cls)} - {"base"}
         try:
             if not isinstance(block, dict):
                 raise SweepConfigError("missing the sweep block (metric, max_steps, params, ...)")
-            if unknown := sorted(set(block) - SWEEP_KEYS):
-                raise SweepConfigError(f"unknown sweep key(s) {unknown}; valid:"
-                                       f" {sorted(SWEEP_KEYS)}")
-            for key in ("metric", "max_steps", "params"):
-                if key not in block:
-                    raise SweepConfigError(f"sweep.{key} is missing")
+            if unknown := sorted(set(block) - keys):
+                raise SweepConfigError(f"unknown sweep key(s) {unknown}; valid: {sorted(keys)}")
+            if missing := [key for key in ("metric", "max_steps", "params") if key not in block]:
+                raise SweepConfigError(f"sweep.{missing[0]} is missing")
             return cls(base=data, **block)
         except (ValueError, TypeError, ImportError) as e:
             raise type(e)(f"{path}: {e}") from e

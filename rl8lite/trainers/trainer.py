@@ -1,5 +1,4 @@
-"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking around an
-algorithm."""
+"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking."""
 
 from __future__ import annotations
 
@@ -131,12 +130,10 @@ class Trainer:
 
         Every ``steps_per_eval`` steps :meth:`eval` runs under ``eval_env_config`` (default
         ``env_config``); every ``checkpoint_every`` a checkpoint is written (the newest
-        ``keep_checkpoints`` kept), and one at the end with ``checkpoint_every`` or when the run
-        has checkpoints already (resumed from one, or saved to its folder): resuming the run
-        then never rewinds; every ``steps_per_video`` the next episode is filmed,
-        and one at the end. SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt,
-        SystemExit(143)); SIGUSR1 writes one. The run ends FINISHED, KILLED (an interrupt or a
-        signal) or FAILED (another error).
+        ``keep_checkpoints`` kept), and one at the end if the run has any (so a resume never
+        rewinds); every ``steps_per_video`` the next episode is filmed, and one at the end.
+        SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt, SystemExit(143));
+        SIGUSR1 writes one. The run ends FINISHED, KILLED (interrupt, signal) or FAILED.
         """
         intervals = {"steps_per_eval": steps_per_eval, "checkpoint_every": checkpoint_every,
                      "steps_per_video": steps_per_video}
@@ -229,10 +226,9 @@ class Trainer:
     # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
                    onnx: bool = False) -> str:
-        """Log the policy as an MLflow model of the run (and register it under
-        ``registered_model_name``); return ``runs:/<run id>/<name>``, whose
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions. With
-        ``onnx``, also log it as an MLflow ONNX model ``<name>-onnx`` (the ``onnx`` extra)."""
+        """Log the policy as an MLflow model of the run (registered as ``registered_model_name``)
+        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``,
+        whose ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
         register = registered_model_name or self.registered_model_name
         policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
         uri = self.tracker.log_policy(policy, spec, name, step=self.state["env/steps"],
@@ -243,9 +239,7 @@ class Trainer:
         return uri
 
     def export_onnx(self, path: str | Path) -> Path:
-        """Write the policy's deterministic actions as an ONNX model to ``path``, observation
-        normalisation included, checked with onnxruntime (:func:`rl8lite.tracking.export.
-        export_onnx`, the ``onnx`` extra)."""
+        """Write the policy as an ONNX model (:func:`rl8lite.tracking.export.export_onnx`)."""
         return export_onnx(self.algorithm.policy, self.algorithm.env.observation_spec, path)
 
     def _save_policy_or_warn(self) -> None:
@@ -271,13 +265,9 @@ class Trainer:
                      env: Env | None = None) -> str | None:
         """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
         after) under ``env_config``, up to ``max_steps``; log it as ``videos/<name or "rollout">/
-        step_<env steps>`` and return that path (rank 0; others ``None``).
-
-        Raises:
-            NotImplementedError: The env has no ``render()``, or the model sees windows of past
-                observations (``run(steps_per_video=...)`` films those).
-            ValueError: ``render()`` gives no RGB ``uint8`` array, or a bad ``max_steps``.
-        """
+        step_<env steps>`` and return that path (rank 0; others ``None``). A
+        ``NotImplementedError`` without ``render()`` or for a model seeing windows of past
+        observations, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
         algorithm = self.algorithm
         if not self.ranks.is_main:
@@ -300,12 +290,9 @@ class Trainer:
         if filming is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
-
-        def film() -> None:
-            if filming.error is not None:
-                raise filming.error
-            log_video(self.tracker, filming, name="training", env_steps=self.state["env/steps"])
-        self._video_or_warn(film)
+        steps = self.state["env/steps"]
+        self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
+                                              env_steps=steps))
 
     def _video_or_warn(self, film: Callable[[], Any]) -> None:
         """Film, or warn (once) that there will be no videos; training goes on."""
@@ -319,9 +306,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
-        """Write everything needed to continue exactly, atomically (by default to the run's
-        checkpoint folder, keeping the newest ``keep`` files); return the file's path. Raises
-        ``ValueError`` (a bad ``keep``; no ``path`` nor folder) or ``CheckpointError``."""
+        """Write everything needed to continue exactly, atomically (default: into the run's
+        checkpoint folder, keeping the newest ``keep`` files); return the file's path."""
         check_int("keep", keep, minimum=1, optional=True, error=ValueError)
         if not self._model_checked:  # a model instance is kept as its class and config
             self._model_checked = True
@@ -337,12 +323,7 @@ class Trainer:
                         env: Env | None = None) -> Trainer:
         """Rebuild a trainer from a checkpoint file, a run's checkpoint folder or ``latest``
         record, or a run id, and reopen its MLflow run. ``device`` overrides the saved one;
-        ``env`` resumes onto an env instance.
-
-        Raises:
-            CheckpointError: The checkpoint is missing or unreadable, or cannot resume here (no
-                run and no ``tracker``, another world size, no or another env instance).
-        """
+        ``env`` resumes onto an env instance. A ``CheckpointError`` if it cannot resume here."""
         data, own = checkpoints.read_for_resume(path_or_run_id, tracking_uri,
                                                 custom_tracker=tracker is not None)
         algorithm = checkpoints.algorithm_from_payload(data, own, device, env)

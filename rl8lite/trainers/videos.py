@@ -78,8 +78,6 @@ def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, determ
         with torch.inference_mode():
             obs = env.reset(config=env_config)
             filming.start()
-            if filming.error is not None:
-                raise filming.error
             states = policy.init_states(env.num_envs) if policy.recurrent else None
             while not filming.done:
                 if states is not None:
@@ -101,6 +99,8 @@ def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, determ
 def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) -> str:
     """Log the frames (MP4 with the ``video`` extra, else GIF) as ``videos/<name>/step_<steps>``,
     the first as an image, and the episode's return and length; return the artifact's path."""
+    if filming.error is not None:
+        raise filming.error
     if not filming.frames:
         raise ValueError("no frames were filmed")
     env, folder = filming.env, f"videos/{name}"
