@@ -1,7 +1,6 @@
-"""Sweeps on Optuna in MLflow: a study is one parent run, each trial a child run of a train
-config with sampled params (the ``sweep`` extra). A sweep file is a train config plus a ``sweep``
-block (README.md, "Sweeps"); its ``params`` are dotted paths into the train config.
-"""
+"""Sweeps on Optuna in MLflow (the ``sweep`` extra): a study is one parent run, each trial a child
+run. A sweep file is a train config plus a ``sweep`` block whose ``params`` are dotted paths into
+the train config (README.md, "Sweeps")."""
 
 from __future__ import annotations
 
@@ -158,14 +157,9 @@ def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
           study_name: str | None = None, seeds: Sequence[int] | None = None,
           experiment_name: str | None = None, tracking_uri: str | None = None) -> Any:
     """Run the sweep file at ``path`` with ``workers`` processes on this machine (the same call
-    on other machines, with the same tracking store, joins the study); return the study. A
-    worker that dies has its running trial marked FAILED and :class:`SweepWorkerError` raised
-    once the others have finished.
-
-    Examples:
-        >>> study = sweep("sweep.yaml", workers=2)  # doctest: +SKIP
-        >>> study.best_params  # doctest: +SKIP
-    """
+    on other machines, with the same tracking store, joins the study); return the Optuna study.
+    A worker that dies has its running trial marked FAILED and :class:`SweepWorkerError` raised
+    once the others have finished."""
     config = Sweep.from_file(path)
     check_metric(config)
     uri = tracking_uri or default_tracking_uri()
@@ -201,9 +195,9 @@ class SweepWorkerError(RuntimeError):
 def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               seeds: Sequence[int] | None = None, experiment_name: str | None = None,
               tracking_uri: str | None = None) -> Any:
-    """Run trials in this process until the study holds ``trials`` (default the file's) that
-    finished or are running; return the Optuna study. Another process (or machine, with the same
-    tracking store) running it with the same ``study_name`` joins the study."""
+    """Run trials in this process until the study holds ``trials`` (default the file's) finished
+    or running ones; return the Optuna study. Other processes with the same store and
+    ``study_name`` join it."""
     optuna = _optuna()
     uri = tracking_uri or default_tracking_uri()
     client = open_client(uri)

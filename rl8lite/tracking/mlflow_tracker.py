@@ -94,6 +94,7 @@ class MlflowTracker:
         self._writer: threading.Thread | None = None
         self._warned = False  # that a write failed and is retried
         self._system_metrics: Any = None
+        tags = {str(k): str(v) for k, v in (tags or {}).items()}
         try:
             self.client = open_client(self.tracking_uri)
             if run_id is not None:
@@ -103,12 +104,11 @@ class MlflowTracker:
                     self.client.update_run(run_id, status="RUNNING")
             elif adopt:
                 run, self.owns_run = active.info, False
-                for key, value in (tags or {}).items():
-                    self.client.set_tag(run.run_id, key, str(value))
+                for key, value in tags.items():
+                    self.client.set_tag(run.run_id, key, value)
             else:
                 experiment_id = experiment_id_for(self.client, self.tracking_uri,
-                                               experiment_name, default_experiment)
-                tags = {str(k): str(v) for k, v in (tags or {}).items()}
+                                                  experiment_name, default_experiment)
                 run = self.client.create_run(experiment_id, tags=tags,
                                              run_name=run_name or _run_name()).info
                 self.owns_run = True

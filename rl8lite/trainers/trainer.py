@@ -22,6 +22,7 @@ from ..conditions import Condition
 from ..env import Env
 from ..runtime import checkpoint_files as files
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
+from ..runtime.imports import package_version
 from ..runtime.signals import SignalRequests
 from ..tracking.export import ExportError, export_onnx, log_onnx_model
 from . import checkpoints
@@ -85,7 +86,7 @@ class Trainer:
         self._has_checkpoints = bool(self.tracker.resumed)
         if not self.tracker.resumed:
             self.tracker.log_params({**algorithm.params,
-                                     "versions/mlflow": tracking.mlflow_version()})
+                                     "versions/mlflow": package_version("mlflow")})
 
     @property
     def ranks(self) -> Ranks:
