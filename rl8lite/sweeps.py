@@ -233,8 +233,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
 
 
 def check_metric(sweep: Sweep) -> None:
-    """A :class:`SweepConfigError` unless the metric is a stat the config's runs log (one
-    collect and update of the config at its ranges' low ends tell)."""
+    """A :class:`SweepConfigError` unless one collect and update of the config log the metric."""
     algorithm = sweep.train_config(sweep.lows()).build_algorithm()
     try:
         collect = algorithm.collect()

@@ -136,8 +136,7 @@ class Ranks:
             time.sleep(poll_s)
 
     def _leave_group(self) -> None:
-        """At exit, wait for every rank, then close the group (closing connections a peer still
-        uses makes its gloo abort)."""
+        """At exit, wait for every rank, then close the group (else a peer's gloo aborts)."""
         if not dist.is_initialized():
             return
         if not (self._failed or self._noticed):
@@ -186,8 +185,7 @@ def process_rank() -> tuple[int, int, int]:
 
 
 def resolve_device(setting: Any) -> torch.device:
-    """``setting`` as a torch device (``"auto"``: CUDA when available); a ``ValueError`` for an
-    invalid device or missing CUDA."""
+    """``setting`` as a torch device (``"auto"``: CUDA if available), else a ``ValueError``."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

@@ -161,8 +161,7 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
 
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
-    """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
-    An :class:`ExportError` if it cannot be exported."""
+    """Export ``policy`` into ``folder`` (``policy.pt2``, ``io.json``); return ``io.json``."""
     program = PolicyProgram(policy, observation_spec)
     example, shapes = program.dynamic_inputs()
     model_name = type(policy.model).__name__
@@ -271,8 +270,7 @@ def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[s
 
 def log_onnx_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str,
                    step: int) -> Any:
-    """Log ``policy`` as :func:`export_onnx` makes it, an MLflow ONNX model (a LoggedModel) of
-    run ``run_id`` in MLflow's current store; return its ``ModelInfo``."""
+    """Log :func:`export_onnx`'s model as an MLflow ONNX LoggedModel of run ``run_id``."""
     import mlflow.onnx
     import onnx
 

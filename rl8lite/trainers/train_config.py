@@ -105,8 +105,7 @@ class TrainConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        """Read a ``.yaml``/``.yml`` or ``.json`` file holding ``env_cls`` (required),
-        ``algorithm_config`` and ``recurrent``; its errors name the file."""
+        """Read a train config from a ``.yaml``/``.yml`` or ``.json`` file; errors name the file."""
         p = Path(path)
         data = read_mapping(p)
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import torch
 from typing_extensions import Self
 
 from .. import tracking
@@ -19,6 +20,7 @@ from ..algorithms import Algorithm
 from ..algorithms.config import check_int
 from ..algorithms.windowed import windows_seen
 from ..conditions import Condition
+from ..data import DataKeys
 from ..env import Env
 from ..runtime import checkpoint_files as files
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
@@ -26,7 +28,7 @@ from ..runtime.imports import package_version
 from ..runtime.signals import SignalRequests
 from ..tracking.export import ExportError, export_onnx, log_onnx_model
 from . import checkpoints
-from .videos import Filming, film_policy, log_video
+from .videos import Filming, log_video
 
 #: What the progress line shows (the episodes' return, else the horizon's), before the env steps.
 PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total",
@@ -270,14 +272,35 @@ class Trainer:
         ``NotImplementedError`` without ``render()`` or for a model seeing windows of past
         observations, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
-        algorithm = self.algorithm
+        algorithm, policy, training_env = self.algorithm, self.algorithm.policy, env is None
         if not self.ranks.is_main:
             return None
-        if windowed := windows_seen(algorithm.policy.model, algorithm.env.observation_spec):
+        if windowed := windows_seen(policy.model, algorithm.env.observation_spec):
             raise NotImplementedError(f"{windowed}: record_video feeds it one observation per"
                                       " step; run(steps_per_video=...) films it during training")
-        filming = film_policy(algorithm, env, max_steps=max_steps, deterministic=deterministic,
-                              env_config=env_config)
+        env = algorithm.env if env is None else env
+        # restored after: the random streams, and the training env (else a reset is requested)
+        saved = env.state_dict() if training_env and env.restores_state else None
+        filming, rng = Filming(env, max_steps), files.capture_rng()
+        try:
+            with torch.inference_mode():
+                obs = env.reset(config=env_config)
+                filming.start()
+                states = policy.init_states(env.num_envs) if policy.recurrent else None
+                while not filming.done:
+                    if states is not None:
+                        actions, _, _, states = policy.act_recurrent(
+                            obs, states, deterministic=deterministic)
+                    else:
+                        actions = policy.sample_actions(obs, deterministic=deterministic)[0]
+                    filming(out := env.step(actions))
+                    obs = out[DataKeys.OBS]
+        finally:
+            files.restore_rng(rng)
+            if saved is not None:
+                env.load_state_dict(saved)
+            elif training_env:
+                algorithm.request_env_reset()
         return log_video(self.tracker, filming, name=name or "rollout",
                          env_steps=self.state["env/steps"])
 
