@@ -69,11 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
             "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/\n"
             "folder). Trains until --max-env-steps env steps, or until Ctrl-C."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                       type=Path, metavar="FILE", help="train config (.yaml, .yml or .json) with"
-                       " env_cls and algorithm_config (--file is rl8's spelling)")
-    train.add_argument("--experiment-name", metavar="NAME",
-                       help="MLflow experiment to log the run under (default: the env class name)")
+    sweep = commands.add_parser(
+        "sweep", help="tune a train config with Optuna, each trial a child run in MLflow",
+        description=(
+            "Tune the params of a sweep file (a train config plus a `sweep` block, see\n"
+            "rl8lite.sweeps) with Optuna: the study is one MLflow run, each trial a child run.\n"
+            "Other machines join the study with the same command and MLFLOW_TRACKING_URI;\n"
+            "running it again continues the study (--trials counts the study's trials)."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    for command, file in ((train, "train config with env_cls and algorithm_config"),
+                          (sweep, "sweep file")):
+        command.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
+                             type=Path, metavar="FILE",
+                             help=f"{file} (.yaml, .yml or .json; --file is rl8's spelling)")
+        command.add_argument("--experiment-name", metavar="NAME",
+                             help="MLflow experiment to log under (default: the env class name)")
     train.add_argument("--run-name", metavar="NAME",
                        help="the MLflow run's name (default: MLflow's random one); the run is"
                        " also tagged with the config file's path (rl8lite.config_file)")
@@ -87,16 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
                        " mlflow.pyfunc.load_model(DIR).predict(obs)")
     train.add_argument("--no-progress", action="store_true",
                        help="do not print a progress line per training step")
-    sweep = commands.add_parser(
-        "sweep", help="tune a train config with Optuna, each trial a child run in MLflow",
-        description=(
-            "Tune the params of a sweep file (a train config plus a `sweep` block, see\n"
-            "rl8lite.sweeps) with Optuna: the study is one MLflow run, each trial a child run.\n"
-            "Other machines join the study with the same command and MLFLOW_TRACKING_URI;\n"
-            "running it again continues the study (--trials counts the study's trials)."),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    sweep.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                       type=Path, metavar="FILE", help="sweep file (.yaml, .yml or .json)")
     sweep.add_argument("--trials", type=_positive_int, metavar="N",
                        help="trials the study should hold (default: the file's sweep.trials)")
     sweep.add_argument("--workers", type=_positive_int, default=1, metavar="K",
@@ -104,8 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--study", metavar="NAME", help="study name (default: the file's stem)")
     sweep.add_argument("--seeds", type=int, nargs="+", metavar="S",
                        help="train each trial's config once per seed; optimise their mean")
-    sweep.add_argument("--experiment-name", metavar="NAME",
-                       help="MLflow experiment (default: the env class name)")
     sweep.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser
 

@@ -64,8 +64,7 @@ class HitsLowerBound:
 
 
 class Plateaus:
-    """True once ``stats[key]`` stays within ``rtol`` of the previous (non-NaN) value
-    ``patience`` times in a row."""
+    """True once ``stats[key]`` is within ``rtol`` of its last value ``patience`` calls in a row."""
 
     def __init__(self, key: str, /, *, patience: int = 5, rtol: float = 1e-3) -> None:
         if patience < 1:

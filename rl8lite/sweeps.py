@@ -1,7 +1,6 @@
-"""Sweeps on Optuna in MLflow: a study is one parent run, each trial a child run of a train
-config with sampled params (the ``sweep`` extra). A sweep file is a train config plus a ``sweep``
-block (README.md, "Sweeps"); its ``params`` are dotted paths into the train config.
-"""
+"""Sweeps on Optuna in MLflow (the ``sweep`` extra): a study is one parent run, each trial a child
+run. A sweep file is a train config plus a ``sweep`` block whose ``params`` are dotted paths into
+the train config (README.md, "Sweeps")."""
 
 from __future__ import annotations
 
@@ -30,8 +29,6 @@ from .trainers import Trainer
 from .trainers.train_config import TrainConfig, TrainConfigError, read_mapping
 
 KINDS = ("uniform", "log_uniform", "int", "choice")
-SWEEP_KEYS = {"metric", "direction", "max_steps", "trials", "register", "pruner", "params",
-              "eval_env_config", "steps_per_eval", "seed"}
 #: Tags of a trial's run naming the process that runs it (a dead one's trial is marked FAILED).
 HOST_TAG, PID_TAG = "rl8lite.sweep.host", "rl8lite.sweep.pid"
 
@@ -80,16 +77,14 @@ class Sweep:
     def from_file(cls, path: str | Path) -> Sweep:
         """Read a sweep file (YAML or JSON); its errors name the file."""
         data = read_mapping(Path(path))
-        block = data.pop("sweep", None)
+        block, keys = data.pop("sweep", None), {f.name for f in dataclasses.fields(cls)} - {"base"}
         try:
             if not isinstance(block, dict):
                 raise SweepConfigError("missing the sweep block (metric, max_steps, params, ...)")
-            if unknown := sorted(set(block) - SWEEP_KEYS):
-                raise SweepConfigError(f"unknown sweep key(s) {unknown}; valid:"
-                                       f" {sorted(SWEEP_KEYS)}")
-            for key in ("metric", "max_steps", "params"):
-                if key not in block:
-                    raise SweepConfigError(f"sweep.{key} is missing")
+            if unknown := sorted(set(block) - keys):
+                raise SweepConfigError(f"unknown sweep key(s) {unknown}; valid: {sorted(keys)}")
+            if missing := [key for key in ("metric", "max_steps", "params") if key not in block]:
+                raise SweepConfigError(f"sweep.{missing[0]} is missing")
             return cls(base=data, **block)
         except (ValueError, TypeError, ImportError) as e:
             raise type(e)(f"{path}: {e}") from e
@@ -162,14 +157,9 @@ def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
           study_name: str | None = None, seeds: Sequence[int] | None = None,
           experiment_name: str | None = None, tracking_uri: str | None = None) -> Any:
     """Run the sweep file at ``path`` with ``workers`` processes on this machine (the same call
-    on other machines, with the same tracking store, joins the study); return the study. A
-    worker that dies has its running trial marked FAILED and :class:`SweepWorkerError` raised
-    once the others have finished.
-
-    Examples:
-        >>> study = sweep("sweep.yaml", workers=2)  # doctest: +SKIP
-        >>> study.best_params  # doctest: +SKIP
-    """
+    on other machines, with the same tracking store, joins the study); return the Optuna study.
+    A worker that dies has its running trial marked FAILED and :class:`SweepWorkerError` raised
+    once the others have finished."""
     config = Sweep.from_file(path)
     check_metric(config)
     uri = tracking_uri or default_tracking_uri()
@@ -205,9 +195,9 @@ class SweepWorkerError(RuntimeError):
 def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               seeds: Sequence[int] | None = None, experiment_name: str | None = None,
               tracking_uri: str | None = None) -> Any:
-    """Run trials in this process until the study holds ``trials`` (default the file's) that
-    finished or are running; return the Optuna study. Another process (or machine, with the same
-    tracking store) running it with the same ``study_name`` joins the study."""
+    """Run trials in this process until the study holds ``trials`` (default the file's) finished
+    or running ones; return the Optuna study. Other processes with the same store and
+    ``study_name`` join it."""
     optuna = _optuna()
     uri = tracking_uri or default_tracking_uri()
     client = open_client(uri)
@@ -243,8 +233,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
 
 
 def check_metric(sweep: Sweep) -> None:
-    """A :class:`SweepConfigError` unless the metric is a stat the config's runs log (one
-    collect and update of the config at its ranges' low ends tell)."""
+    """A :class:`SweepConfigError` unless one collect and update of the config log the metric."""
     algorithm = sweep.train_config(sweep.lows()).build_algorithm()
     try:
         collect = algorithm.collect()

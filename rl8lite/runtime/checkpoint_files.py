@@ -105,8 +105,7 @@ def write_atomic(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
 
 
 def rank_file(path: str | os.PathLike[str], rank: int) -> Path:
-    """Rank ``rank``'s file of checkpoint ``path``: ``path`` for rank 0, else
-    ``<stem>.rank<rank><suffix>``."""
+    """Rank ``rank``'s file of checkpoint ``path``: ``<stem>.rank<rank><suffix>`` (0: ``path``)."""
     path = Path(path)
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 

@@ -94,18 +94,14 @@ class Ranks:
         try:
             call()
         except RuntimeError as e:  # gloo: a peer closed its connection (it failed or died)
-            raise self.peer_failure(e) from e
+            self._noticed = True
+            posted = _read_failure(timeout_s=3.0)
+            if posted is not None and posted[0] != self.rank:
+                raise DistributedError(f"rank {posted[0]} failed: {posted[1]}") from e
+            raise DistributedError("another rank stopped (killed, or crashed without reporting an"
+                                   f" error): {str(e).splitlines()[0]}") from e
         finally:
             self.collective_seconds += time.perf_counter() - start
-
-    def peer_failure(self, error: BaseException) -> DistributedError:
-        """The error to raise when a collective failed because another rank did."""
-        self._noticed = True
-        posted = _read_failure(timeout_s=3.0)
-        if posted is not None and posted[0] != self.rank:
-            return DistributedError(f"rank {posted[0]} failed: {posted[1]}")
-        return DistributedError("another rank stopped (killed, or crashed without reporting an"
-                                f" error): {str(error).splitlines()[0]}")
 
     @contextlib.contextmanager
     def sharing_failures(self) -> Iterator[None]:
@@ -140,8 +136,7 @@ class Ranks:
             time.sleep(poll_s)
 
     def _leave_group(self) -> None:
-        """At exit, wait for every rank, then close the group (closing connections a peer still
-        uses makes its gloo abort)."""
+        """At exit, wait for every rank, then close the group (else a peer's gloo aborts)."""
         if not dist.is_initialized():
             return
         if not (self._failed or self._noticed):
@@ -190,8 +185,7 @@ def process_rank() -> tuple[int, int, int]:
 
 
 def resolve_device(setting: Any) -> torch.device:
-    """``setting`` as a torch device (``"auto"``: CUDA when available); a ``ValueError`` for an
-    invalid device or missing CUDA."""
+    """``setting`` as a torch device (``"auto"``: CUDA if available), else a ``ValueError``."""
     if isinstance(setting, str) and setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..runtime.imports import package_version
-
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be reached or written; the message names it."""
@@ -36,8 +34,7 @@ class Tracker(Protocol):
 
 
 class NullTracker(Tracker):
-    """Logs nothing: the tracker of every rank but rank 0; each rank writes its checkpoint file
-    into ``checkpoint_dir``.
+    """Logs nothing (every rank's but rank 0's); checkpoints go into ``checkpoint_dir``.
 
     Examples:
         >>> tracker = NullTracker("checkpoints/run")
@@ -57,12 +54,6 @@ class NullTracker(Tracker):
         return ""
 
 
-def mlflow_version() -> str:
-    """The installed mlflow's version, read from its metadata (without importing mlflow)."""
-    version = package_version("mlflow")
-    return "not installed" if version == "unknown" else version
-
-
 def find_mlruns_dir(start: Path | None = None) -> Path:
     """The nearest ``mlruns/`` folder from ``start`` (default: cwd) up, else ``start/mlruns``."""
     start = (start or Path.cwd()).resolve()
@@ -73,8 +64,7 @@ def find_mlruns_dir(start: Path | None = None) -> Path:
 
 
 def default_tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` (or ``mlflow.set_tracking_uri``'s) if set, else the SQLite store
-    ``mlflow.db`` in :func:`find_mlruns_dir`."""
+    """MLflow's tracking URI if set, else the SQLite store ``mlflow.db`` in find_mlruns_dir()."""
     import mlflow
     if mlflow.is_tracking_uri_set():
         return mlflow.get_tracking_uri()
@@ -96,8 +86,8 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri``, with the ``mlflow``
-    beside the running Python (no venv to activate).
+    """The shell command that opens the MLflow UI on ``tracking_uri`` (the ``mlflow`` beside the
+    running Python: no venv to activate).
 
     Examples:
         >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]
@@ -127,6 +117,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
-    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "mlflow_version",
-    "runs_view_url", "save_policy_model", "ui_command",
+    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "runs_view_url",
+    "save_policy_model", "ui_command",
 ]

@@ -1,9 +1,7 @@
-"""MLflow model (models-from-code, copied into the model: no rl8lite imports) serving a policy
-exported by ``rl8lite.tracking.export``: observations (a dict of arrays, keys joined by ``"."``,
-for dict observations) to actions, deterministic unless ``params={"deterministic": False}``; a
-recurrent policy also takes and returns ``"recurrent_state"`` (start from ``initial_state``;
-zero a row's state where its episode ended).
-"""
+"""MLflow model (models-from-code: no rl8lite imports) serving a policy exported by
+``rl8lite.tracking.export``: observations to actions, deterministic unless
+``params={"deterministic": False}``; a recurrent policy also takes and returns
+``"recurrent_state"`` (start from ``initial_state``; zero a row's state at an episode's end)."""
 
 import json
 from pathlib import Path

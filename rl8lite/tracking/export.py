@@ -1,10 +1,5 @@
-"""The trained policy as a ``torch.export`` program, alone or as an MLflow model (served by
-``_pyfunc_policy.py``), that needs neither rl8lite nor the env.
-
-The program's inputs: the observation's leaves ``[B, ...]`` (nested keys joined by ``"."``), a
-recurrent policy's state ``[B, state_size]``, a bool scalar ``deterministic``. It returns the
-actions (and a recurrent policy's next state).
-"""
+"""The trained policy as a ``torch.export`` program, alone, as an MLflow model (served by
+``_pyfunc_policy.py``) or as ONNX, needing neither rl8lite nor the env."""
 
 from __future__ import annotations
 
@@ -56,9 +51,9 @@ def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode, with flat tensor inputs named ``input_names``; an
-    :class:`ExportError` when the model sees windows of past observations or an observation key
-    cannot be an input name."""
+    """The policy on CPU in eval mode. Inputs (``input_names``): the observation's leaves
+    ``[B, ...]``, a recurrent policy's state, and (``sampling``) a bool ``deterministic``; it
+    returns the actions (and the next state)."""
 
     def __init__(self, policy: Any, observation_spec: Spec, *, sampling: bool = True) -> None:
         super().__init__()
@@ -129,15 +124,10 @@ class PolicyProgram(nn.Module):
 
 
 def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
-    """Export ``policy``'s deterministic actions as an ONNX model at ``path`` (needs the ``onnx``
-    extra): inputs are the observation's leaves (nested keys joined by ``"."``, ``obs`` for a
-    vector) and a recurrent policy's ``recurrent_state``; outputs ``actions`` (and
-    ``next_recurrent_state``). Observation normalisation is part of it. The file is checked with
-    onnxruntime against the policy on random observations (within 1e-5) before it is kept.
-
-    Raises:
-        ExportError: The policy could not be exported, or onnxruntime disagrees with it.
-    """
+    """Export ``policy``'s deterministic actions, observation normalisation included, as an ONNX
+    model at ``path`` (the ``onnx`` extra), inputs and outputs named as :class:`PolicyProgram`'s
+    (``next_recurrent_state`` for the state it returns). An :class:`ExportError` if it cannot be
+    exported or onnxruntime disagrees with the policy (beyond 1e-5) on random observations."""
     try:
         import onnxruntime
     except ImportError as e:
@@ -146,18 +136,14 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
     example, shapes = program.dynamic_inputs()
     outputs = [ACTIONS_KEY, f"next_{STATE_KEY}"] if program.recurrent else [ACTIONS_KEY]
     path, model_name = Path(path), type(policy.model).__name__
-    try:
-        with (torch.no_grad(), _quiet_torch(), contextlib.redirect_stdout(io.StringIO()),
-              warnings.catch_warnings()):
-            warnings.simplefilter("ignore")
-            exported = torch.onnx.export(
-                program, tuple(example), dynamo=True, input_names=program.input_names,
-                output_names=outputs, dynamic_shapes=(shapes,))
+    with (_exporting("torch.onnx", model_name), contextlib.redirect_stdout(io.StringIO()),
+          warnings.catch_warnings()):
+        warnings.simplefilter("ignore")
+        exported = torch.onnx.export(
+            program, tuple(example), dynamo=True, input_names=program.input_names,
+            output_names=outputs, dynamic_shapes=(shapes,))
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
-    except Exception as e:  # torch.onnx raises many types; the message says why
-        raise ExportError(f"torch.onnx could not export {model_name}: {type(e).__name__}: {e}"
-                          ) from e
     inputs = [leaf.rand([64]) for _, leaf in observation_leaves(program.observation_spec)]
     if program.recurrent:
         inputs.append(torch.randn(program.example_inputs(64)[-1].shape,
@@ -175,28 +161,18 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
 
 
 def export_policy(policy: Any, observation_spec: Spec, folder: str | Path) -> dict[str, Any]:
-    """Export ``policy`` into ``folder`` (``policy.pt2`` and ``io.json``); return ``io.json``.
-    Raises :class:`ExportError` (see :class:`PolicyProgram`), naming the line ``torch.export``
-    stopped at when it printed one."""
+    """Export ``policy`` into ``folder`` (``policy.pt2``, ``io.json``); return ``io.json``."""
     program = PolicyProgram(policy, observation_spec)
     example, shapes = program.dynamic_inputs()
     model_name = type(policy.model).__name__
-    try:
-        with torch.no_grad(), _quiet_torch() as chatter, warnings.catch_warnings():
-            # rl8-style models cache values for value_function(); the program never reads them
-            warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned")
-            inputs = (*example, torch.tensor(True))
-            # forward(*inputs) has one (variadic) argument: its shapes are one tuple
-            exported = torch.export.export(program, inputs, dynamic_shapes=((*shapes, None),))
-    except Exception as e:  # torch.export raises many types; the message says why
-        raise ExportError(_export_failure(model_name, e, chatter.getvalue())) from e
+    with _exporting("torch.export", model_name):
+        # forward(*inputs) has one (variadic) argument: its shapes are one tuple
+        exported = torch.export.export(program, (*example, torch.tensor(True)),
+                                       dynamic_shapes=((*shapes, None),))
     description = program.io_description(exported.graph.output_node().args[0][0].meta["val"])
     Path(folder).mkdir(parents=True, exist_ok=True)
-    try:
+    with _exporting("torch.export", model_name):
         torch.export.save(exported, Path(folder, PROGRAM_FILE))
-    except Exception as e:
-        raise ExportError(f"torch.export could not save {model_name}: {type(e).__name__}: {e}"
-                          ) from e
     Path(folder, IO_FILE).write_text(json.dumps(description, indent=2))
     return description
 
@@ -212,25 +188,26 @@ def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _quiet_torch() -> Iterator[io.StringIO]:
-    """Hold back what torch.export prints (a partial graph on failure, guard warnings)."""
-    logger = logging.getLogger("torch")
+def _exporting(tool: str, model_name: str) -> Iterator[None]:
+    """Hold back what torch prints while exporting (a partial graph on failure; shown on
+    success); a failure is an :class:`ExportError` naming the user code it stopped at."""
+    logger, printed = logging.getLogger("torch"), io.StringIO()
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stderr(io.StringIO()) as captured:
-            yield captured
+        with torch.no_grad(), contextlib.redirect_stderr(printed), warnings.catch_warnings():
+            # rl8-style models cache values for value_function(); the program never reads them
+            warnings.filterwarnings("ignore", message=r"The tensor attribute .* was assigned")
+            yield
+    except Exception as e:  # torch raises many types; the message says why
+        reason = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed.getvalue())[-1:]
+        at = "".join(f" at {Path(file).name}:{line} ({code.strip()})" for file, line, code in where)
+        raise ExportError(f"{tool} could not export {model_name}{at}: {type(e).__name__}:"
+                          f" {reason}") from e
     finally:
         logger.setLevel(level)
-    sys.stderr.write(captured.getvalue())  # reached on success only: nothing is lost
-
-
-def _export_failure(model_name: str, error: Exception, printed: str) -> str:
-    """The model, the user code torch.export stopped at (if it printed it), and why."""
-    reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
-    where = re.findall(r"# File: (\S+):(\d+) in \w+, code: (.*)", printed)
-    at = f" at {Path(where[-1][0]).name}:{where[-1][1]} ({where[-1][2].strip()})" if where else ""
-    return f"torch.export could not export {model_name}{at}: {type(error).__name__}: {reason}"
+    sys.stderr.write(printed.getvalue())
 
 
 def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
@@ -257,9 +234,8 @@ def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> 
 
 def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str, step: int,
                      registered_model_name: str | None = None) -> Any:
-    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store), linked to
-    the run's metrics at ``step``, a new version of ``registered_model_name`` if given; return
-    its ``ModelInfo``."""
+    """Log ``policy`` as a LoggedModel of run ``run_id`` (in MLflow's current store) linked to its
+    metrics at ``step`` (registered as ``registered_model_name``); return its ``ModelInfo``."""
     import mlflow.pyfunc
     from mlflow.models import Model
     with tempfile.TemporaryDirectory() as tmp:
@@ -294,8 +270,7 @@ def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[s
 
 def log_onnx_model(run_id: str, policy: Any, observation_spec: Spec, *, name: str,
                    step: int) -> Any:
-    """Log ``policy`` as :func:`export_onnx` makes it, an MLflow ONNX model (a LoggedModel) of
-    run ``run_id`` in MLflow's current store; return its ``ModelInfo``."""
+    """Log :func:`export_onnx`'s model as an MLflow ONNX LoggedModel of run ``run_id``."""
     import mlflow.onnx
     import onnx
 

@@ -41,25 +41,23 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 
 
 class MlflowTracker:
-    """Logs one training run to MLflow through an explicit client and run id: into the run the
-    user opened with ``mlflow.start_run`` (never ending it), else into a run of its own, MLflow's
-    active run until :meth:`end`. At interpreter exit, a run still open ends FAILED (KILLED on
-    Ctrl-C) when a script dies of an exception, else FINISHED.
+    """Logs one training run into the run the user opened with ``mlflow.start_run`` (never
+    ending it), else into a run of its own, MLflow's active run until :meth:`end`. A run still
+    open at interpreter exit ends FAILED (KILLED on Ctrl-C) when a script dies of an exception,
+    else FINISHED.
 
     Args:
-        experiment_name: Experiment to log into (created when missing); ``None``: the one
-            the user set (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``),
-            else ``default_experiment``.
-        tracking_uri: Store to use (default: the active run's store when a run is active,
-            else :func:`~rl8lite.tracking.default_tracking_uri`).
+        experiment_name: Experiment (created when missing); ``None``: the one the user set
+            (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``), else
+            ``default_experiment``.
+        tracking_uri: Store (default: the active run's, else :func:`default_tracking_uri`).
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
         log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
         leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
 
     Raises:
-        TrackingError: The store cannot be reached or written, or an MLflow run is
-            active in another store than ``tracking_uri``.
+        TrackingError: The store cannot be used, or a run is active in another store.
 
     Examples:
         >>> import tempfile
@@ -96,6 +94,7 @@ class MlflowTracker:
         self._writer: threading.Thread | None = None
         self._warned = False  # that a write failed and is retried
         self._system_metrics: Any = None
+        tags = {str(k): str(v) for k, v in (tags or {}).items()}
         try:
             self.client = open_client(self.tracking_uri)
             if run_id is not None:
@@ -105,21 +104,18 @@ class MlflowTracker:
                     self.client.update_run(run_id, status="RUNNING")
             elif adopt:
                 run, self.owns_run = active.info, False
-                for key, value in (tags or {}).items():
-                    self.client.set_tag(run.run_id, key, str(value))
+                for key, value in tags.items():
+                    self.client.set_tag(run.run_id, key, value)
             else:
                 experiment_id = experiment_id_for(self.client, self.tracking_uri,
-                                               experiment_name, default_experiment)
-                tags = {str(k): str(v) for k, v in (tags or {}).items()}
+                                                  experiment_name, default_experiment)
                 run = self.client.create_run(experiment_id, tags=tags,
                                              run_name=run_name or _run_name()).info
                 self.owns_run = True
-        except MlflowException as e:
-            raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}:"
-                                f" {e.message}") from e
         except Exception as e:  # any store failure: name the store, keep the cause
-            raise TrackingError(f"cannot write the MLflow tracking store {self.tracking_uri!r}:"
-                                f" {e}") from e
+            reason = e.message if isinstance(e, MlflowException) else e
+            raise TrackingError(f"cannot use the MLflow tracking store {self.tracking_uri!r}:"
+                                f" {reason}") from e
         self.run_id: str | None = run.run_id
         self.experiment_id: str = run.experiment_id
         self.checkpoint_dir: Path | None = checkpoint_dir(self.tracking_uri, run.run_id)

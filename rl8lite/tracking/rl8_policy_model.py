@@ -90,9 +90,8 @@ class MLflowPolicyModel(_PickledPolicy):
 
 
 class MLflowRecurrentPolicyModel(_PickledPolicy):
-    """rl8's MLflow model of a recurrent policy (:meth:`~rl8lite.policies.RecurrentPolicy.save`):
-    the outputs at every step, and the states after the last, a column per part of the
-    model's ``state_spec`` (``hidden_states`` and ``cell_states`` for the default LSTM)."""
+    """rl8's MLflow model of a recurrent policy: the outputs at every step, and the states after
+    the last, a column per part of the model's ``state_spec``."""
 
     def predict(  # MLflow reads a hint on model_input as a signature: none
         self, context: PythonModelContext, model_input, params: dict[str, Any] | None = None

@@ -146,17 +146,6 @@ def algorithm_from_payload(data: dict[str, Any], path: Path, device: str | None,
     return algorithm
 
 
-def latest_in_folder(folder: Path) -> Path:
-    """The checkpoint a run's folder resumes from: ``latest``'s, else the most env steps."""
-    if (latest := files.latest_in(folder)) is not None:
-        return latest
-    if numbered := files.numbered_checkpoints(folder):
-        return numbered[-1][1]
-    raise files.CheckpointError(
-        f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files: pass a"
-        " checkpoint file, the run's checkpoint folder or its run id")
-
-
 def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 0) -> Path:
     """Rank 0's name of a run's checkpoint: ``latest``'s, else most env steps, else the artifact."""
     uri = tracking_uri or default_tracking_uri()
@@ -185,7 +174,13 @@ def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
     rank, world_size, _ = process_rank()
     path = Path(path_or_run_id)
     if path.is_dir() or (path.name == files.LATEST and path.is_file()):
-        path = latest_in_folder(path if path.is_dir() else path.parent)
+        folder = path if path.is_dir() else path.parent  # its 'latest', else the most env steps
+        numbered = files.numbered_checkpoints(folder)
+        path = files.latest_in(folder) or (numbered[-1][1] if numbered else None)
+        if path is None:
+            raise files.CheckpointError(
+                f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
+                " pass a checkpoint file, the run's checkpoint folder or its run id")
     elif not path.is_file() and not str(path_or_run_id).endswith(".pt"):
         path = latest_checkpoint_of_run(str(path_or_run_id), tracking_uri, rank)
     data = files.read_checkpoint(own := files.rank_file(path, rank))

@@ -1,5 +1,4 @@
-"""``TrainConfig``: a trainer described by a YAML or JSON file (rl8's); every problem in it is
-found, and named, when the file is read."""
+"""``TrainConfig``: a trainer described by a YAML or JSON file (rl8's), checked when read."""
 
 from __future__ import annotations
 
@@ -40,8 +39,8 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 
 @dataclass
 class TrainConfig:
-    """A trainer built from a config (rl8's): the env class and the algorithm's hyperparameters,
-    every field checked and every dotted path imported at construction.
+    """A trainer's config (rl8's): the env class and the algorithm's hyperparameters, checked and
+    imported at construction.
 
     Args:
         env_cls: The env class, its dotted path (``"package.module.Name"`` or
@@ -51,7 +50,7 @@ class TrainConfig:
         recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm`.
 
     Raises:
-        TrainConfigError: A malformed field, or ``env_cls`` is no concrete :class:`~rl8lite.Env`
+        TrainConfigError: A malformed field, or no concrete :class:`~rl8lite.Env`
             (:class:`UnknownFieldError`: an unknown ``algorithm_config`` field).
         ImportError: A dotted path does not import.
         ConfigError: A hyperparameter is out of range.
@@ -106,13 +105,7 @@ class TrainConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        """Read a config from a ``.yaml``/``.yml`` or ``.json`` file: a mapping with ``env_cls``
-        (required), ``algorithm_config`` and ``recurrent``. Its errors (``FileNotFoundError``,
-        ``TrainConfigError`` and :class:`TrainConfig`'s) name the file.
-
-        Examples:
-            >>> TrainConfig.from_file("config.yaml").build().run()  # doctest: +SKIP
-        """
+        """Read a train config from a ``.yaml``/``.yml`` or ``.json`` file; errors name the file."""
         p = Path(path)
         data = read_mapping(p)
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})

@@ -1,5 +1,4 @@
-"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking around an
-algorithm."""
+"""``Trainer``: counters, evaluation, stop conditions, checkpoints, videos and tracking."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import torch
 from typing_extensions import Self
 
 from .. import tracking
@@ -20,13 +20,15 @@ from ..algorithms import Algorithm
 from ..algorithms.config import check_int
 from ..algorithms.windowed import windows_seen
 from ..conditions import Condition
+from ..data import DataKeys
 from ..env import Env
 from ..runtime import checkpoint_files as files
 from ..runtime.distributed import DistributedError, Ranks, shares_failures
+from ..runtime.imports import package_version
 from ..runtime.signals import SignalRequests
 from ..tracking.export import ExportError, export_onnx, log_onnx_model
 from . import checkpoints
-from .videos import Filming, film_policy, log_video
+from .videos import Filming, log_video
 
 #: What the progress line shows (the episodes' return, else the horizon's), before the env steps.
 PROGRESS_KEYS = ("episodes/return_mean", "returns/mean", "episodes/length_mean", "losses/total",
@@ -86,7 +88,7 @@ class Trainer:
         self._has_checkpoints = bool(self.tracker.resumed)
         if not self.tracker.resumed:
             self.tracker.log_params({**algorithm.params,
-                                     "versions/mlflow": tracking.mlflow_version()})
+                                     "versions/mlflow": package_version("mlflow")})
 
     @property
     def ranks(self) -> Ranks:
@@ -131,12 +133,10 @@ class Trainer:
 
         Every ``steps_per_eval`` steps :meth:`eval` runs under ``eval_env_config`` (default
         ``env_config``); every ``checkpoint_every`` a checkpoint is written (the newest
-        ``keep_checkpoints`` kept), and one at the end with ``checkpoint_every`` or when the run
-        has checkpoints already (resumed from one, or saved to its folder): resuming the run
-        then never rewinds; every ``steps_per_video`` the next episode is filmed,
-        and one at the end. SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt,
-        SystemExit(143)); SIGUSR1 writes one. The run ends FINISHED, KILLED (an interrupt or a
-        signal) or FAILED (another error).
+        ``keep_checkpoints`` kept), and one at the end if the run has any (so a resume never
+        rewinds); every ``steps_per_video`` the next episode is filmed, and one at the end.
+        SIGINT and SIGTERM stop with a checkpoint (then KeyboardInterrupt, SystemExit(143));
+        SIGUSR1 writes one. The run ends FINISHED, KILLED (interrupt, signal) or FAILED.
         """
         intervals = {"steps_per_eval": steps_per_eval, "checkpoint_every": checkpoint_every,
                      "steps_per_video": steps_per_video}
@@ -229,10 +229,9 @@ class Trainer:
     # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
                    onnx: bool = False) -> str:
-        """Log the policy as an MLflow model of the run (and register it under
-        ``registered_model_name``); return ``runs:/<run id>/<name>``, whose
-        ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions. With
-        ``onnx``, also log it as an MLflow ONNX model ``<name>-onnx`` (the ``onnx`` extra)."""
+        """Log the policy as an MLflow model of the run (registered as ``registered_model_name``)
+        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``,
+        whose ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
         register = registered_model_name or self.registered_model_name
         policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
         uri = self.tracker.log_policy(policy, spec, name, step=self.state["env/steps"],
@@ -243,9 +242,7 @@ class Trainer:
         return uri
 
     def export_onnx(self, path: str | Path) -> Path:
-        """Write the policy's deterministic actions as an ONNX model to ``path``, observation
-        normalisation included, checked with onnxruntime (:func:`rl8lite.tracking.export.
-        export_onnx`, the ``onnx`` extra)."""
+        """Write the policy as an ONNX model (:func:`rl8lite.tracking.export.export_onnx`)."""
         return export_onnx(self.algorithm.policy, self.algorithm.env.observation_spec, path)
 
     def _save_policy_or_warn(self) -> None:
@@ -271,22 +268,39 @@ class Trainer:
                      env: Env | None = None) -> str | None:
         """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
         after) under ``env_config``, up to ``max_steps``; log it as ``videos/<name or "rollout">/
-        step_<env steps>`` and return that path (rank 0; others ``None``).
-
-        Raises:
-            NotImplementedError: The env has no ``render()``, or the model sees windows of past
-                observations (``run(steps_per_video=...)`` films those).
-            ValueError: ``render()`` gives no RGB ``uint8`` array, or a bad ``max_steps``.
-        """
+        step_<env steps>`` and return that path (rank 0; others ``None``). A
+        ``NotImplementedError`` without ``render()`` or for a model seeing windows of past
+        observations, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
-        algorithm = self.algorithm
+        algorithm, policy, training_env = self.algorithm, self.algorithm.policy, env is None
         if not self.ranks.is_main:
             return None
-        if windowed := windows_seen(algorithm.policy.model, algorithm.env.observation_spec):
+        if windowed := windows_seen(policy.model, algorithm.env.observation_spec):
             raise NotImplementedError(f"{windowed}: record_video feeds it one observation per"
                                       " step; run(steps_per_video=...) films it during training")
-        filming = film_policy(algorithm, env, max_steps=max_steps, deterministic=deterministic,
-                              env_config=env_config)
+        env = algorithm.env if env is None else env
+        # restored after: the random streams, and the training env (else a reset is requested)
+        saved = env.state_dict() if training_env and env.restores_state else None
+        filming, rng = Filming(env, max_steps), files.capture_rng()
+        try:
+            with torch.inference_mode():
+                obs = env.reset(config=env_config)
+                filming.start()
+                states = policy.init_states(env.num_envs) if policy.recurrent else None
+                while not filming.done:
+                    if states is not None:
+                        actions, _, _, states = policy.act_recurrent(
+                            obs, states, deterministic=deterministic)
+                    else:
+                        actions = policy.sample_actions(obs, deterministic=deterministic)[0]
+                    filming(out := env.step(actions))
+                    obs = out[DataKeys.OBS]
+        finally:
+            files.restore_rng(rng)
+            if saved is not None:
+                env.load_state_dict(saved)
+            elif training_env:
+                algorithm.request_env_reset()
         return log_video(self.tracker, filming, name=name or "rollout",
                          env_steps=self.state["env/steps"])
 
@@ -300,12 +314,9 @@ class Trainer:
         if filming is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
-
-        def film() -> None:
-            if filming.error is not None:
-                raise filming.error
-            log_video(self.tracker, filming, name="training", env_steps=self.state["env/steps"])
-        self._video_or_warn(film)
+        steps = self.state["env/steps"]
+        self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
+                                              env_steps=steps))
 
     def _video_or_warn(self, film: Callable[[], Any]) -> None:
         """Film, or warn (once) that there will be no videos; training goes on."""
@@ -319,9 +330,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
-        """Write everything needed to continue exactly, atomically (by default to the run's
-        checkpoint folder, keeping the newest ``keep`` files); return the file's path. Raises
-        ``ValueError`` (a bad ``keep``; no ``path`` nor folder) or ``CheckpointError``."""
+        """Write everything needed to continue exactly, atomically (default: into the run's
+        checkpoint folder, keeping the newest ``keep`` files); return the file's path."""
         check_int("keep", keep, minimum=1, optional=True, error=ValueError)
         if not self._model_checked:  # a model instance is kept as its class and config
             self._model_checked = True
@@ -337,12 +347,7 @@ class Trainer:
                         env: Env | None = None) -> Trainer:
         """Rebuild a trainer from a checkpoint file, a run's checkpoint folder or ``latest``
         record, or a run id, and reopen its MLflow run. ``device`` overrides the saved one;
-        ``env`` resumes onto an env instance.
-
-        Raises:
-            CheckpointError: The checkpoint is missing or unreadable, or cannot resume here (no
-                run and no ``tracker``, another world size, no or another env instance).
-        """
+        ``env`` resumes onto an env instance. A ``CheckpointError`` if it cannot resume here."""
         data, own = checkpoints.read_for_resume(path_or_run_id, tracking_uri,
                                                 custom_tracker=tracker is not None)
         algorithm = checkpoints.algorithm_from_payload(data, own, device, env)

@@ -13,10 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..algorithms import Algorithm
 from ..data import DataKeys
 from ..env import Env
-from ..runtime.checkpoint_files import capture_rng, restore_rng
 from ..tracking import Tracker
 
 #: Frames per second when the env names none (``render_fps`` or ``metadata["render_fps"]``).
@@ -66,41 +64,11 @@ class Filming:
         self.done = self.done or ended or len(self.frames) >= self.max_steps
 
 
-def film_policy(algorithm: Algorithm, env: Env | None, *, max_steps: int, deterministic: bool,
-                env_config: dict[str, Any] | None) -> Filming:
-    """Reset ``env`` (default: the training env) under ``env_config`` and step it with the
-    policy until copy 0's episode ends or ``max_steps``, filming copy 0. The random streams, and
-    the training env's state (else a reset is requested), are restored after."""
-    training_env, env = env is None, algorithm.env if env is None else env
-    saved = env.state_dict() if training_env and env.restores_state else None
-    policy, filming, rng = algorithm.policy, Filming(env, max_steps), capture_rng()
-    try:
-        with torch.inference_mode():
-            obs = env.reset(config=env_config)
-            filming.start()
-            if filming.error is not None:
-                raise filming.error
-            states = policy.init_states(env.num_envs) if policy.recurrent else None
-            while not filming.done:
-                if states is not None:
-                    actions, _, _, states = policy.act_recurrent(
-                        obs, states, deterministic=deterministic)
-                else:
-                    actions = policy.sample_actions(obs, deterministic=deterministic)[0]
-                filming(out := env.step(actions))
-                obs = out[DataKeys.OBS]
-    finally:
-        restore_rng(rng)
-        if saved is not None:
-            env.load_state_dict(saved)
-        elif training_env:
-            algorithm.request_env_reset()
-    return filming
-
-
 def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) -> str:
     """Log the frames (MP4 with the ``video`` extra, else GIF) as ``videos/<name>/step_<steps>``,
     the first as an image, and the episode's return and length; return the artifact's path."""
+    if filming.error is not None:
+        raise filming.error
     if not filming.frames:
         raise ValueError("no frames were filmed")
     env, folder = filming.env, f"videos/{name}"
@@ -142,8 +110,6 @@ def mp4_available() -> bool:
 
 def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) -> Path:
     """Write ``frames`` to ``<stem>.mp4`` (H.264), or ``<stem>.gif`` without PyAV; return it."""
-    if not frames:
-        raise ValueError("no frames to encode")
     frames = [downscale(frame) for frame in frames]
     if not mp4_available():
         from PIL import Image
