@@ -102,8 +102,8 @@ def test_auto_compiles_after_its_planned_steps_and_trains_as_eager(
 
 @pytest.mark.slow
 def test_steps_of_every_size_and_changes_between_updates_are_taken_as_eager() -> None:
-    # 160 samples: minibatches of 64, 64 and 32 (the first of each size in an update passes the
-    # compiled code's checks, the rest skip them); Adam's betas and eps changed between updates
+    # 160 samples: minibatches of 64, 64 and 32 (two graphs); Adam's betas and eps changed
+    # between updates (the optimizer's options and state are read once an update)
     config = {"num_envs": 10, "horizon": 16, "sgd_minibatch_size": 64, "num_sgd_iters": 2,
               "optimizer_config": {"lr": 1e-3}}
     runs = []

@@ -92,8 +92,7 @@ class CompiledMinibatchStep:
         self.module = _Losses(policy, losses)
         self.named = [(f"policy.{name}", p) for name, p in policy.named_parameters()]
         self.lr = torch.zeros((), dtype=torch.float64)
-        self._checked_for: Any = None
-        self._checked_sizes: set[int] = set()
+        self._inputs_for: Any = None  # the update's batch the inputs were read for
         self._inputs: tuple[Any, ...] = ()
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
@@ -122,14 +121,10 @@ class CompiledMinibatchStep:
     def __call__(self, batch: Any, units: Tensor, row: Tensor) -> Tensor:
         if self.compiled is None:
             return self.fallback(batch, units, row)
-        if batch is not self._checked_for:  # a new update: read the optimizer, check anew
-            self._checked_for, self._checked_sizes = batch, set()
-            self._inputs = self._optimizer_inputs()
-        # the guards (~450, mostly the module tree functional_call walks) cost ~15% of a 64-sample
-        # step; within one update nothing they check changes once a step of this size passed them
-        unchecked = units.shape[0] in self._checked_sizes
+        if batch is not self._inputs_for:  # a new update
+            self._inputs_for, self._inputs = batch, self._optimizer_inputs()
         try:
-            with torch.no_grad(), torch.compiler.set_stance(skip_guard_eval_unsafe=unchecked):
+            with torch.no_grad():  # torch.func.grad differentiates inside; nothing else records
                 norm = self.compiled(batch, units, row, *self._inputs)
         except Exception as e:  # only the first call compiles; later errors are the step's own
             if self.compiled_once:
@@ -140,7 +135,6 @@ class CompiledMinibatchStep:
                           " it runs as before", RuntimeWarning, stacklevel=2)
             return self.fallback(batch, units, row)
         self.compiled_once = True
-        self._checked_sizes.add(units.shape[0])
         return norm
 
     def _step(self, batch: Any, units: Tensor, row: Tensor, names: tuple[str, ...],

@@ -71,7 +71,8 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 class CopyWrapper(gymnasium.Wrapper):
     """Copy ``index`` of a vector env: its exceptions name it, and it sets, restores and
-    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``."""
+    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``. Its steps'
+    info dicts are dropped (rl8lite reads the vector env's own ``final_obs`` alone)."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)

@@ -112,8 +112,8 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         else:
             spec = Unbounded(space.shape, device=device, dtype=torch.float32)
 
-        # torch's clamp costs half of np.clip's on a policy's few rows; the bounds' dtype is the
-        # space's, as np.clip promotes to it
+        # torch's clamp costs half of np.clip's on a policy's few rows; it clamps in the space's
+        # dtype, where the bounds are exact, so rounding first gives np.clip's result
         low_t, high_t = torch.from_numpy(low), torch.from_numpy(high)
 
         def clipped(actions: torch.Tensor) -> np.ndarray:
