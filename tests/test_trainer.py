@@ -25,8 +25,27 @@ def test_counters(experiment_name: str) -> None:
     assert trainer.state == {"algorithm/collects": 1, "algorithm/steps": 1, "env/steps": 12}
     assert stats["env/steps"] == 12 and stats["algorithm/steps"] == 1
     trainer.step()
-    trainer.eval()  # one collect (the env declares no episode length), no steps, no env steps
-    assert trainer.state == {"algorithm/collects": 3, "algorithm/steps": 2, "env/steps": 24}
+    trainer.eval()  # k collects (rl8's rule), no steps, no env steps
+    assert trainer.state == {"algorithm/collects": 4, "algorithm/steps": 2, "env/steps": 24}
+    trainer.close()
+
+
+def test_with_k_collects_between_resets_an_eval_runs_after_a_multiple_of_k(
+        experiment_name: str) -> None:
+    # rl8's contract, which its own suite checks: with horizons_per_env_reset = k > 0 an
+    # evaluation is k collects between env resets, and a run evaluates every multiple of k steps
+    trainer = make(experiment_name, k=2)
+    trainer.step()
+    with pytest.raises(RuntimeError, match="horizons_per_env_reset=2"):
+        trainer.eval()
+    with pytest.raises(ValueError, match="steps_per_eval=1 must be a multiple"):
+        trainer.run(steps_per_eval=1)
+    trainer.step()
+    trainer.eval()
+    assert trainer.state["algorithm/collects"] == 4
+    trainer.run(steps_per_eval=2, stop_conditions=[HitsUpperBound("algorithm/collects", 9)])
+    # steps 3 and 4, an eval of 2 collects after step 4, step 5: 9 collects
+    assert trainer.state["algorithm/collects"] == 9 and trainer.state["algorithm/steps"] == 5
     trainer.close()
 
 
@@ -102,8 +121,8 @@ def test_run_stops_on_conditions_and_evaluates(experiment_name: str) -> None:
 
     stats = trainer.run(steps_per_eval=2, stop_conditions=[spy])
     assert seen == [1, 2, 3, 4] and stats["algorithm/steps"] == 4
-    # 4 train collects + 1 eval (after step 2) of one collect; no eval after the last step
-    assert trainer.state["algorithm/collects"] == 5
+    # 4 train collects + 1 eval (after step 2) of k = 2 collects; no eval after the last step
+    assert trainer.state["algorithm/collects"] == 6
 
 
 def test_a_tracker_with_only_the_protocols_members_trains_checkpoints_and_films(tmp_path: Path) -> None:

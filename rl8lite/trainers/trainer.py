@@ -116,8 +116,15 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``."""
-        stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic)
+        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``.
+        With ``horizons_per_env_reset = k > 0`` an evaluation is ``k`` collects, after a multiple
+        of ``k`` collects only (rl8's rule; a ``RuntimeError`` otherwise)."""
+        k, collects = self.algorithm.horizons_per_env_reset, self.state["algorithm/collects"]
+        if k > 0 and collects % k:
+            raise RuntimeError(f"Trainer.eval runs after a multiple of horizons_per_env_reset={k}"
+                               f" collects, as in rl8; this trainer has made {collects}")
+        stats = self.algorithm.evaluate(env_config=env_config, deterministic=deterministic,
+                                        collects=k if k > 0 else None)
         hp = self.algorithm.hparams
         copies = hp.num_envs * self.ranks.world_size
         self.state["algorithm/collects"] += round(stats["env/steps"] / (copies * hp.horizon))
@@ -143,6 +150,10 @@ class Trainer:
         for name, value in intervals.items():
             check_int(name, value, minimum=1, optional=True, error=ValueError)
         check_int("keep_checkpoints", keep_checkpoints, minimum=1, error=ValueError)
+        k = self.algorithm.horizons_per_env_reset
+        if steps_per_eval and k > 0 and steps_per_eval % k:
+            raise ValueError(f"steps_per_eval={steps_per_eval} must be a multiple of"
+                             f" horizons_per_env_reset={k}: an evaluation runs between env resets")
         conditions, eval_env_config = list(stop_conditions or []), eval_env_config or env_config
         first_step, stop_signal = self.state["algorithm/steps"], None
         try:
