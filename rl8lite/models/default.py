@@ -14,7 +14,7 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 
 from ..data import DataKeys
-from ..specs import Composite, Spec, TensorSpec
+from ..specs import Composite, KeyPath, Spec, TensorSpec, spec_leaves
 from .base import Model
 
 
@@ -73,19 +73,16 @@ _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 }
 
 
-def _vector_entries(spec: Spec) -> list[tuple[str, TensorSpec]]:
-    """The (key, spec) leaves a default model concatenates, in a fixed order."""
-    if isinstance(spec, Composite):
-        return [
-            (f"{key}.{k}" if k else key, s)
-            for key in sorted(spec) if key != DataKeys.ACTION_MASK
-            for k, s in _vector_entries(spec[key])
-        ]
-    if len(spec.shape) > 1:
-        raise TypeError(f"The default model takes vector observations; received shape"
-                        f" {list(spec.shape)}. Pass model_cls= for images or other structured"
-                        " observations.")
-    return [("", spec)]
+def _vector_entries(spec: Spec) -> list[tuple[KeyPath, TensorSpec]]:
+    """The (key path, spec) leaves a default model concatenates, sorted by path."""
+    entries = sorted(((path, leaf) for path, leaf in spec_leaves(spec)
+                      if DataKeys.ACTION_MASK not in path), key=lambda entry: entry[0])
+    for _, leaf in entries:
+        if len(leaf.shape) > 1:
+            raise TypeError(f"The default model takes vector observations; received shape"
+                            f" {list(leaf.shape)}. Pass model_cls= for images or other structured"
+                            " observations.")
+    return entries
 
 
 def flat_obs_size(spec: Spec) -> int:
@@ -99,7 +96,7 @@ def flatten_obs(obs: Tensor | TensorDict, spec: Spec) -> Tensor:
         if obs.dim() != 2:
             obs = obs.reshape(obs.shape[0], -1)
         return obs if obs.dtype == torch.float32 else obs.float()
-    parts = [obs.get(tuple(key.split("."))) for key, _ in _vector_entries(spec)]
+    parts = [obs.get(path) for path, _ in _vector_entries(spec)]
     return torch.cat([p.reshape(p.shape[0], -1).float() for p in parts], dim=-1)
 
 
