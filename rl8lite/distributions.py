@@ -28,6 +28,9 @@ from .specs import Bounded, Spec, Unbounded
 from .specs import Categorical as CategoricalSpec
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+# tensor operands of the log-density: a Python number costs a conversion per call
+_MINUS_HALF, _LOG_SQRT_2PI_TENSOR = torch.tensor(-0.5, dtype=torch.float64), torch.tensor(
+    _LOG_SQRT_2PI, dtype=torch.float64)
 _SQUASH_EPS = 1e-6  # keeps atanh finite for actions exactly on a bound
 _TINY = torch.finfo(torch.float32).tiny
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -141,11 +144,15 @@ def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
 class Normal(Distribution):
     """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2])."""
 
-    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+    def __init__(self, features: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+                 action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
-        self.mean, log_std = features.chunk(2, dim=-1)
+        if isinstance(features, tuple):  # apart: the mean [B, n] and a log-std [n] for every row
+            self.mean, log_std = features[0], features[1].expand_as(features[0])
+        else:
+            self.mean, log_std = features.chunk(2, dim=-1)
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        self._action_shape = (features.shape[0], *action_spec.shape)
+        self._action_shape = (self.mean.shape[0], *action_spec.shape)
 
     @staticmethod
     def num_inputs(action_spec: Spec) -> int:
@@ -153,7 +160,7 @@ class Normal(Distribution):
 
     def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
         # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
-        logp = noise.square().mul_(-0.5).sub_(self.log_std).sub_(_LOG_SQRT_2PI)
+        logp = noise.square().mul_(_MINUS_HALF).sub_(self.log_std).sub_(_LOG_SQRT_2PI_TENSOR)
         return logp.sum(-1, keepdim=True)
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,8 +194,8 @@ class SquashedNormal(Normal):
 
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
-        low = action_spec.low.to(features.device, features.dtype).reshape(1, -1)
-        high = action_spec.high.to(features.device, features.dtype).reshape(1, -1)
+        low = action_spec.low.to(self.mean.device, self.mean.dtype).reshape(1, -1)
+        high = action_spec.high.to(self.mean.device, self.mean.dtype).reshape(1, -1)
         self.loc, self.scale = (high + low) / 2, (high - low) / 2
 
     @staticmethod

@@ -31,10 +31,14 @@ def _amd_cpu() -> bool:
 TANH_VIA_SIGMOID = _amd_cpu()
 
 
+_MINUS_ONE = torch.tensor(-1.0)  # a tensor operand: a Python number costs a conversion per call
+
+
 def _tanh_via_sigmoid_(x: Tensor) -> Tensor:
-    """``tanh(x) = 2 sigmoid(2x) - 1`` written over ``x`` (``x + x`` is ``2x`` exactly)."""
+    """``tanh(x) = 2 sigmoid(2x) - 1`` written over ``x`` (``x + x`` and ``2y`` are exact, so
+    ``-1 + 2y`` rounds once, as ``2y - 1`` does)."""
     y = x.add_(x).sigmoid_()
-    return y.add_(y).sub_(1.0)
+    return torch.add(_MINUS_ONE, y, alpha=2, out=y)
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -58,7 +62,7 @@ class InplaceTanh(nn.Tanh):
     3e-7 of tanh), GPUs and other dtypes with torch's tanh."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if not TANH_VIA_SIGMOID or x.device.type != "cpu" or x.dtype != torch.float32:
+        if not TANH_VIA_SIGMOID or not x.is_cpu or x.dtype != torch.float32:
             return x.tanh_()
         if torch.compiler.is_compiling():  # torch.compile and torch.export: out of place
             return torch.sigmoid(x + x) * 2.0 - 1.0
@@ -189,8 +193,13 @@ class DefaultModel(Model):
         return with_log_std(self.actor(x), self.log_std), self.critic(x)
 
     def forward_features(self, obs: Tensor | TensorDict) -> Tensor:
-        x = flatten_obs(obs, self.observation_spec)
-        return with_log_std(self.actor(x), self.log_std)
+        return with_log_std(*self.actor_outputs(obs))
+
+    def actor_outputs(self, obs: Tensor | TensorDict) -> tuple[Tensor, nn.Parameter | None]:
+        """The actor MLP's output and the learned log-std (``None`` unless ``gaussian``), which
+        :meth:`forward_features` concatenates (a :class:`~rl8lite.distributions.Normal` also
+        takes them apart)."""
+        return self.actor(flatten_obs(obs, self.observation_spec)), self.log_std
 
     def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
         return self.critic(flatten_obs(obs, self.observation_spec))
