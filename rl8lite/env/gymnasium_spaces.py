@@ -103,7 +103,7 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         spec: Spec = Categorical(int(space.n), shape=[1], device=device)
         return spec, lambda actions: actions.detach().cpu().numpy().reshape(-1) + start
     if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
-        low, high, dtype = space.low, space.high, space.dtype
+        low, high = space.low, space.high
         # float32 samples: envs often write "unbounded" as +-1e300 or +-finfo(float32).max
         with np.errstate(over="ignore", invalid="ignore"):
             width = high.astype(np.float32) - low.astype(np.float32)
@@ -117,8 +117,9 @@ def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, Act
         low_t, high_t = torch.from_numpy(low), torch.from_numpy(high)
 
         def clipped(actions: torch.Tensor) -> np.ndarray:
-            actions = actions.detach().cpu().to(low_t.dtype)
-            return torch.clamp(actions, low_t, high_t).numpy().astype(dtype, copy=False)
+            if actions.requires_grad or not actions.is_cpu:
+                actions = actions.detach().cpu()
+            return torch.clamp(actions.to(low_t.dtype), low_t, high_t).numpy()
 
         return spec, clipped
     raise UnsupportedSpaceError(f"action space {space} cannot be served by an rl8lite policy,"
