@@ -223,6 +223,7 @@ class Rollout:
         values_after = self._values_after = recurrence.values_after_rollout
         episodic = checked and bool(self.episodic)
         final_obs_buf = self._final_obs if checked else None
+        final_obs_views = self._time_steps(DataKeys.FINAL_OBS) if final_obs_buf is not None else ()
         for t in range(self.horizon):
             t_now[0] = t
             if values_after:
@@ -240,6 +241,7 @@ class Rollout:
                 episodic = DataKeys.TERMINATED in out.keys()
                 if episodic and DataKeys.FINAL_OBS in out.keys():
                     final_obs_buf = final_obs_entry(buf, env.observation_spec)
+                    final_obs_views = self._time_steps(DataKeys.FINAL_OBS)
             obs = out[DataKeys.OBS]
             actions_buf[t].copy_(actions)
             logp_buf[t].copy_(logp)
@@ -252,9 +254,9 @@ class Rollout:
                 terminated_buf[t].copy_(terminated)
                 truncated_buf[t].copy_(truncated)
                 final_obs = None
-                if final_obs_buf is not None:
+                if final_obs_views:
                     final_obs = out[DataKeys.FINAL_OBS]
-                    final_obs_buf[:, t] = final_obs
+                    final_obs_views[t].copy_(final_obs)
                 recurrence.end_step(t, terminated, truncated, final_obs)
         if not episodic:
             buf[DataKeys.TERMINATED].zero_()
