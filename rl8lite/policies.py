@@ -44,6 +44,9 @@ class Policy(nn.Module):
     """
 
     default_model_cls: type[Model] = DefaultModel
+    #: Whether the default model's Gaussian mean and log-std reach the distribution apart
+    #: (sampling skips their concatenation and split, a third of a small batch's sample).
+    _gaussian_parts = False
 
     def __init__(self, observation_spec: Spec, action_spec: Spec, /, *,
                  model: nn.Module | None = None, model_cls: Any = None,
@@ -60,6 +63,10 @@ class Policy(nn.Module):
         self.model, self.normalizer, self.distribution_cls = model, normalizer, distribution_cls
         self.observation_spec, self.action_spec = observation_spec, action_spec
         self.model_config = dict(getattr(model, "config", None) or model_config or {})
+        self._gaussian_parts = (getattr(type(model), "forward_features", None)
+                                is DefaultModel.forward_features
+                                and getattr(model, "log_std", None) is not None
+                                and issubclass(distribution_cls, Normal))
         network = stateless(model)
         # a plain attribute, not a submodule: the adapter holds the model registered above
         self._adapter = None if network is model else network
@@ -108,7 +115,12 @@ class Policy(nn.Module):
                        deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(actions, logp)``, from the features alone when the model is :attr:`separable`."""
         network, obs = self.network, self.normalize(obs)
-        features = network.forward_features(obs) if self.separable else network(obs)[0]
+        if not self.separable:
+            features = network(obs)[0]
+        elif self._gaussian_parts:
+            features = network.actor_outputs(obs)
+        else:
+            features = network.forward_features(obs)
         return self._draw(self.distribution(features, obs), deterministic)
 
     def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
