@@ -71,8 +71,7 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 class CopyWrapper(gymnasium.Wrapper):
     """Copy ``index`` of a vector env: its exceptions name it, and it sets, restores and
-    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``. Its steps'
-    info dicts are dropped (rl8lite reads the vector env's own ``final_obs`` alone)."""
+    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)
@@ -215,9 +214,9 @@ def _keywords(fn: Callable[..., Any]) -> set[str] | None:
 
 def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any]
                     ) -> tuple[str, int | None, bool]:
-    """The class name, the longest episode (where known without a copy) and whether copy 0
-    can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
-    a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
+    """The class name, the longest episode (where known without a copy) and whether copy 0 can
+    render ``rgb_array``; a ``ValueError`` for an unknown env id, a ``TypeError`` for a keyword
+    in ``make_kwargs`` that ``source`` does not take."""
     steps = make_kwargs.get("max_episode_steps")
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)

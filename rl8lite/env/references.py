@@ -27,9 +27,8 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
             raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
-                              " config or checkpoint: make it with an env id or a module-level"
-                              " factory, and make keywords that are numbers, strings, lists or"
-                              " dicts")
+                              " config or checkpoint: make it from an env id or a module-level"
+                              " factory, with plain-data keywords (numbers, strings, lists, dicts)")
         return dict(env_cls.reference)
     return dotted_path(env_cls)
 
