@@ -113,8 +113,7 @@ class CopyWrapper(gymnasium.Wrapper):
         return functools.reduce(_get, steps, self.unwrapped)
 
     def rl8lite_check_paths(self, paths: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Why each unknown path is unknown and why each value misfits its path; records the
-        original value at each path that fits."""
+        """Why each unknown path is unknown and why each value misfits its path."""
         unknown, mismatched = {}, {}
         for path, value in paths.items():
             try:
@@ -124,8 +123,6 @@ class CopyWrapper(gymnasium.Wrapper):
                 continue
             if _shape(current) != _shape(value):
                 mismatched[path] = f"has shape {_shape(current)}, received {_shape(value)}"
-            elif path not in self._originals:
-                self._originals[path] = copy.deepcopy(current)
         return unknown, mismatched
 
     def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
