@@ -271,8 +271,7 @@ Spec = TensorSpec | Composite
 
 
 def spec_leaves(spec: Spec, prefix: KeyPath = ()) -> list[tuple[KeyPath, TensorSpec]]:
-    """``(key path, leaf spec)`` of every leaf of ``spec``, depth first (``[((), spec)]`` for a
-    leaf spec).
+    """``(key path, leaf spec)`` of each leaf of ``spec``, depth first (a leaf: ``[((), spec)]``).
 
     Examples:
         >>> spec = Composite(a=Unbounded(1), b=Composite(c=Unbounded(2)))
