@@ -10,8 +10,6 @@ from typing import Any
 from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .gymnasium import GymnasiumEnv, gymnasium_env
 
-GYMNASIUM_PREFIX = "gymnasium:"
-
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
     """The name :func:`import_env_class` imports ``env_cls`` back from (an ``ImportError``
@@ -57,8 +55,8 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
         >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
         True
     """
-    if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
-        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
+    if isinstance(reference, str) and reference.startswith("gymnasium:"):
+        return gymnasium_env(reference.removeprefix("gymnasium:"))
     if not isinstance(reference, Mapping):
         return import_dotted_path(reference, what=what)
     options = dict(reference)
