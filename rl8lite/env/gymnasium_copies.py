@@ -212,8 +212,7 @@ def _keywords(fn: Callable[..., Any]) -> set[str] | None:
 def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any]
                     ) -> tuple[str, int | None, bool]:
     """The class name, the longest episode (where known without a copy) and whether copy 0 can
-    render ``rgb_array``; a ``ValueError`` for an unknown env id, a ``TypeError`` for a keyword
-    in ``make_kwargs`` that ``source`` does not take."""
+    render ``rgb_array``; a ``ValueError`` for an unknown env id, a ``TypeError`` for a keyword."""
     steps = make_kwargs.get("max_episode_steps")
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
@@ -316,9 +315,8 @@ def _death(code: int) -> str:
 
 
 class ReportingAsyncVectorEnv(AsyncVectorEnv):
-    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and
-    a dead worker (an ``EOFError``) as a :class:`~rl8lite.env.SubEnvError` naming the copy,
-    after which every worker is ended."""
+    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and a
+    dead worker (an ``EOFError``) as a :class:`SubEnvError` naming the copy, then ending all."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         try:
