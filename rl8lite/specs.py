@@ -20,17 +20,11 @@ class SpecError(ValueError):
 
 
 def _as_shape(shape: ShapeLike | None) -> torch.Size:
-    if shape is None:
-        return torch.Size([])
-    return torch.Size([shape]) if isinstance(shape, int) else torch.Size(shape)
+    return torch.Size(() if shape is None else [shape] if isinstance(shape, int) else shape)
 
 
 class TensorSpec:
     """Base of the leaf specs: a per-copy ``shape``, a ``dtype`` and a ``device``."""
-
-    shape: torch.Size
-    dtype: torch.dtype
-    device: torch.device
 
     def __init__(self, shape: ShapeLike | None, device: Device | None, dtype: torch.dtype) -> None:
         self.shape = _as_shape(shape)
@@ -57,16 +51,14 @@ class TensorSpec:
         return clone
 
     def assert_is_in(self, value: Any, *, key: str = "value", check_values: bool = True) -> None:
-        """Raise :class:`SpecError` unless ``value`` is a batch of elements of this spec:
-        trailing dims :attr:`shape`, dtype :attr:`dtype` and, with ``check_values``, entries
-        within the bounds (this reads the data, a host sync)."""
+        """Raise :class:`SpecError` unless ``value`` is a batch of this spec's elements (the bounds
+        checked with ``check_values``, a host sync)."""
         if not isinstance(value, torch.Tensor):
             raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
         if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
-            raise SpecError(f"{key}: expected shape [..., {', '.join(map(str, self.shape))}] (batch"
-                            f" dims then the spec's {list(self.shape)}), received"
-                            f" {list(value.shape)}")
+            raise SpecError(f"{key}: expected shape [..., {', '.join(map(str, self.shape))}],"
+                            f" received {list(value.shape)}")
         if value.dtype != self.dtype:
             raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
         if check_values:
@@ -121,8 +113,6 @@ class Bounded(TensorSpec):
     """Data with elementwise bounds ``low <= x <= high`` (numbers or tensors of ``shape``, which
     they give when omitted); ``dtype`` defaults to float32."""
 
-    low: torch.Tensor
-    high: torch.Tensor
     _repr_names = ("low", "high")
 
     def __init__(self, low: float | torch.Tensor, high: float | torch.Tensor,
@@ -130,12 +120,11 @@ class Bounded(TensorSpec):
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
         del kwargs
         dtype = dtype or torch.float32
-        low_t, high_t = torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype)
+        bounds = [torch.as_tensor(bound, dtype=dtype) for bound in (low, high)]
         if shape is None:
-            shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
+            shape = torch.broadcast_shapes(*(bound.shape for bound in bounds))
         super().__init__(shape, device, dtype)
-        self.low = low_t.expand(self.shape).clone().to(self.device)
-        self.high = high_t.expand(self.shape).clone().to(self.device)
+        self.low, self.high = (bound.expand(self.shape).clone().to(self.device) for bound in bounds)
         if bool((self.low > self.high).any()):
             raise SpecError(f"Bounded: low {low} exceeds high {high}")
 
@@ -164,7 +153,6 @@ class Categorical(TensorSpec):
     """Integer data in ``{0, ..., n - 1}`` (a discrete action, a mask entry); ``dtype``
     defaults to long, ``shape`` to ``[]`` (rl8 envs usually give ``[1]``)."""
 
-    n: int
     _repr_names = ("n",)
 
     def __init__(self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
@@ -247,8 +235,7 @@ class Composite(Mapping[str, "Spec"]):
         return len(self._specs)
 
     def to(self, device: Device) -> Composite:
-        specs = {k: s.to(device) for k, s in self._specs.items()}
-        return Composite(specs, shape=self.shape, device=device)
+        return Composite(self._specs, shape=self.shape, device=device)
 
     def _map(self, method: str, batch_shape: ShapeLike) -> TensorDict:
         batch = _as_shape(batch_shape)
@@ -284,8 +271,7 @@ Spec = TensorSpec | Composite
 
 
 def spec_leaves(spec: Spec, prefix: KeyPath = ()) -> list[tuple[KeyPath, TensorSpec]]:
-    """``(key path, leaf spec)`` of every leaf of ``spec``, depth first (``[((), spec)]`` for a
-    leaf spec).
+    """``(key path, leaf spec)`` of each leaf of ``spec``, depth first (a leaf: ``[((), spec)]``).
 
     Examples:
         >>> spec = Composite(a=Unbounded(1), b=Composite(c=Unbounded(2)))

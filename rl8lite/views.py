@@ -127,11 +127,10 @@ def window_padding_mask(episode_steps: Tensor, size: int, /) -> Tensor:
 
 def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
                           episode_steps: Tensor | None = None) -> TensorDict:
-    """The window of ``size`` steps ending at each step of ``x`` ``[B, history + T, ...]``
-    after its first ``history``: TensorDict ``[B, T]`` of ``INPUTS`` ``[B, T, size, ...]``
-    and ``PADDING_MASK`` ``[B, T, size]``, per leaf; views of ``x`` when ``history >= size - 1``.
-    ``episode_steps`` ``[B, T]`` is each window's last step's index in its episode (default
-    ``history + t``); padding still holds the previous episode: :func:`zero_padding` it.
+    """The window of ``size`` steps ending at each step of ``x`` ``[B, history + T, ...]`` after
+    its first ``history``: ``INPUTS`` ``[B, T, size, ...]`` and ``PADDING_MASK`` ``[B, T, size]``
+    per leaf, views of ``x`` when ``history >= size - 1``. ``episode_steps`` ``[B, T]``: each
+    window's last step's index in its episode (default ``history + t``); padding is not zeroed.
 
     Examples:
         >>> obs = torch.tensor([[1.0, 2.0, 3.0]])
@@ -143,13 +142,12 @@ def windows_at_every_step(x: Item, size: int, /, *, history: int = 0,
     if not 0 <= history <= length - 1:
         raise ValueError(f"history must be in [0, {length - 1}] for {length} steps, got {history}")
     num_windows = length - history
-    available = history + torch.arange(num_windows, device=x.device).expand(batch, -1)
-    steps = available
+    steps = history + torch.arange(num_windows, device=x.device).expand(batch, -1)
     if episode_steps is not None:
         if tuple(episode_steps.shape) != (batch, num_windows):
             raise ValueError(f"episode_steps must be [B, T] = {[batch, num_windows]}, "
                              f"got {list(episode_steps.shape)}")
-        steps = torch.minimum(episode_steps.to(available.dtype), available)
+        steps = torch.minimum(episode_steps.to(steps.dtype), steps)
     padding_mask = window_padding_mask(steps, size)
     missing = max(size - 1 - history, 0)
 
@@ -289,9 +287,6 @@ class ViewRequirement:
         >>> view.apply_all("obs", batch)["inputs"].shape
         torch.Size([6, 2, 1])
     """
-
-    shift: int
-    method: type[View]
 
     def __init__(self, *, shift: int = 0, method: ViewMethod = "padded_rolling_window") -> None:
         name = type(self).__name__

@@ -20,8 +20,7 @@ class EnvConfigError(KeyError):
 
 
 class SubEnvError(RuntimeError):
-    """A copy of a Gymnasium env raised (the message names it and holds its traceback) or its
-    worker died; the env is closed after it."""
+    """A Gymnasium env copy raised or its worker died (the message names it); the env closes."""
 
 
 class Env(ABC):

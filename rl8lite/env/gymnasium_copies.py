@@ -71,8 +71,7 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 class CopyWrapper(gymnasium.Wrapper):
     """Copy ``index`` of a vector env: its exceptions name it, and it sets, restores and
-    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``. Its steps'
-    info dicts are dropped (rl8lite reads the vector env's own ``final_obs`` alone)."""
+    describes its config and renders (copy 0 only) through ``call("rl8lite_...")``."""
 
     def __init__(self, env: gymnasium.Env, index: int) -> None:
         super().__init__(env)
@@ -114,8 +113,7 @@ class CopyWrapper(gymnasium.Wrapper):
         return functools.reduce(_get, steps, self.unwrapped)
 
     def rl8lite_check_paths(self, paths: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Why each unknown path is unknown and why each value misfits its path; records the
-        original value at each path that fits."""
+        """Why each unknown path is unknown and why each value misfits its path."""
         unknown, mismatched = {}, {}
         for path, value in paths.items():
             try:
@@ -125,8 +123,6 @@ class CopyWrapper(gymnasium.Wrapper):
                 continue
             if _shape(current) != _shape(value):
                 mismatched[path] = f"has shape {_shape(current)}, received {_shape(value)}"
-            elif path not in self._originals:
-                self._originals[path] = copy.deepcopy(current)
         return unknown, mismatched
 
     def rl8lite_configure(self, changes: dict[str, Any], restore: Sequence[str]) -> None:
@@ -215,9 +211,8 @@ def _keywords(fn: Callable[..., Any]) -> set[str] | None:
 
 def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any]
                     ) -> tuple[str, int | None, bool]:
-    """The class name, the longest episode (where known without a copy) and whether copy 0
-    can render ``rgb_array``, of an env id or a factory; a ``ValueError`` for an unknown env id,
-    a ``TypeError`` for a keyword in ``make_kwargs`` that it does not take."""
+    """The class name, the longest episode (where known without a copy) and whether copy 0 can
+    render ``rgb_array``; a ``ValueError`` for an unknown env id, a ``TypeError`` for a keyword."""
     steps = make_kwargs.get("max_episode_steps")
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
@@ -320,9 +315,8 @@ def _death(code: int) -> str:
 
 
 class ReportingAsyncVectorEnv(AsyncVectorEnv):
-    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and
-    a dead worker (an ``EOFError``) as a :class:`~rl8lite.env.SubEnvError` naming the copy,
-    after which every worker is ended."""
+    """Gymnasium's ``AsyncVectorEnv``, raising a sub-env's exception (a bare warning there) and a
+    dead worker (an ``EOFError``) as a :class:`SubEnvError` naming the copy, then ending all."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         try:

@@ -10,8 +10,6 @@ from typing import Any
 from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .gymnasium import GymnasiumEnv, gymnasium_env
 
-GYMNASIUM_PREFIX = "gymnasium:"
-
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
     """The name :func:`import_env_class` imports ``env_cls`` back from (an ``ImportError``
@@ -27,9 +25,8 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
     if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
         if env_cls.reference is None:
             raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
-                              " config or checkpoint: make it with an env id or a module-level"
-                              " factory, and make keywords that are numbers, strings, lists or"
-                              " dicts")
+                              " config or checkpoint: make it from an env id or a module-level"
+                              " factory, with plain-data keywords (numbers, strings, lists, dicts)")
         return dict(env_cls.reference)
     return dotted_path(env_cls)
 
@@ -58,8 +55,8 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
         >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
         True
     """
-    if isinstance(reference, str) and reference.startswith(GYMNASIUM_PREFIX):
-        return gymnasium_env(reference[len(GYMNASIUM_PREFIX) :])
+    if isinstance(reference, str) and reference.startswith("gymnasium:"):
+        return gymnasium_env(reference.removeprefix("gymnasium:"))
     if not isinstance(reference, Mapping):
         return import_dotted_path(reference, what=what)
     options = dict(reference)

@@ -79,9 +79,6 @@ class Canvas:
         rows, cols = np.mgrid[0:height, 0:width]
         self.x, self.y = cols + 0.5, height - rows - 0.5  # pixel centres
 
-    def fill(self, mask: np.ndarray, color: Color) -> None:
-        self.image[mask] = color
-
     def polygon(self, points: Sequence[Point], color: Color) -> None:
         """Fill a convex polygon given by its corners in order."""
         corners = np.asarray(points, dtype=np.float64)
@@ -91,11 +88,11 @@ class Canvas:
             (bx - ax) * (self.y - ay) - (by - ay) * (self.x - ax)
             for (ax, ay), (bx, by) in zip(corners, ends)
         ])
-        self.fill((sides >= 0).all(0) | (sides <= 0).all(0), color)
+        self.image[(sides >= 0).all(0) | (sides <= 0).all(0)] = color
 
     def circle(self, center: Point, radius: float, color: Color) -> None:
         cx, cy = center
-        self.fill((self.x - cx) ** 2 + (self.y - cy) ** 2 <= radius**2, color)
+        self.image[(self.x - cx) ** 2 + (self.y - cy) ** 2 <= radius**2] = color
 
     def line(self, start: Point, end: Point, width: float, color: Color) -> None:
         """A segment ``width`` pixels thick with round ends."""
@@ -104,4 +101,4 @@ class Canvas:
         # t = clip((p - a) . (b - a) / |b - a|^2, 0, 1), the nearest point a + t (b - a)
         t = np.clip(((self.x - ax) * dx + (self.y - ay) * dy) / max(dx * dx + dy * dy, 1e-12), 0, 1)
         distance2 = (self.x - ax - t * dx) ** 2 + (self.y - ay - t * dy) ** 2
-        self.fill(distance2 <= (width / 2) ** 2, color)
+        self.image[distance2 <= (width / 2) ** 2] = color

@@ -64,11 +64,9 @@ class CartPole(ClassicControl):
         if p["kinematics_integrator"] == "euler":
             x, x_dot = x + tau * x_dot, x_dot + tau * x_acc
             theta, theta_dot = theta + tau * theta_dot, theta_dot + tau * theta_acc
-        else:
-            x_dot = x_dot + tau * x_acc
-            x = x + tau * x_dot
-            theta_dot = theta_dot + tau * theta_acc
-            theta = theta + tau * theta_dot
+        else:  # semi-implicit: the positions move with the new velocities
+            x_dot, theta_dot = x_dot + tau * x_acc, theta_dot + tau * theta_acc
+            x, theta = x + tau * x_dot, theta + tau * theta_dot
         terminated = (x.abs() > p["x_threshold"]) | (theta.abs() > p["theta_threshold"])
         rewards = torch.ones(self.num_envs, 1, device=self.device)
         return self._transition((x, x_dot, theta, theta_dot), rewards, terminated[:, None])

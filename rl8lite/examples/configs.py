@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: CartPole (mean return 475): small tanh MLPs and many small, fast Adam steps at a high
-#: learning rate.
+#: CartPole (mean return 475): small tanh MLPs, many small Adam steps at a high learning rate.
 CARTPOLE: dict[str, Any] = {
     "num_envs": 32, "horizon": 32, "gamma": 0.995, "gae_lambda": 0.95,
     "sgd_minibatch_size": 512, "num_sgd_iters": 8, "max_grad_norm": None,
@@ -33,11 +32,10 @@ RL8_CARTPOLE: dict[str, Any] = {
     **CARTPOLE, "horizon": 64, "horizons_per_env_reset": 1, "gamma": 0.95,
 }
 
-#: Go2 (``rl8lite.examples.Go2``) with the PPO settings of Genesis's rsl_rl example (24 steps per
-#: collect, 5 epochs, clipped value loss, 512-256-128 ELU MLPs, initial std 1). rsl_rl's value
-#: coefficient 1.0 is rl8lite's 2.0 (rl8lite halves the squared error); its 4 minibatches are
-#: ``sgd_minibatch_size=num_envs * 24 // 4``; its ``desired_kl`` adapts the learning rate, where
-#: ``target_kl_div`` stops an update early.
+#: Go2 with the PPO settings of Genesis's rsl_rl example (24 steps per collect; its 4 minibatches
+#: are ``sgd_minibatch_size=num_envs * 24 // 4``). rsl_rl's value coefficient 1.0 is rl8lite's
+#: 2.0 (rl8lite halves the squared error); ``target_kl_div`` stops an update early where rsl_rl's
+#: ``desired_kl`` adapts the learning rate.
 GO2: dict[str, Any] = {
     "gamma": 0.99, "gae_lambda": 0.95, "clip_param": 0.2, "vf_clip_param": 0.2, "vf_coeff": 2.0,
     "entropy_coeff": 0.01, "max_grad_norm": 1.0, "num_sgd_iters": 5, "target_kl_div": 0.01,

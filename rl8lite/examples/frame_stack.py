@@ -14,9 +14,8 @@ from ..specs import Unbounded
 
 
 def frame_stacked(env_cls: type[Env], frames: int) -> type[Env]:
-    """A subclass of ``env_cls`` (vector observations ``[D]``) observing ``[frames, D]``: its
-    last ``frames`` observations, oldest first, zeros before the episode's first; ``final_obs``
-    likewise.
+    """A subclass of ``env_cls`` (observations ``[D]``) observing its last ``frames`` observations
+    ``[frames, D]``, oldest first, zeros before the episode's first (``final_obs`` likewise).
 
     Examples:
         >>> from rl8lite.examples import CartPole

@@ -64,20 +64,16 @@ def init_genesis(device: torch.device) -> Any:
 class Go2(Env):
     """Unitree Go2 learning to walk at a commanded velocity in Genesis: ``N`` copies in one
     scene, each resetting itself when it falls (roll or pitch past 10 degrees: terminated) or
-    after 20 s (1001 steps: truncated).
+    after 20 s (1001 steps: truncated). Build it once per process and pass the instance (the
+    scene compiles for tens of seconds; the first build initialises Genesis on ``device``'s
+    backend, and every later one shares it).
 
-    Build it once per process and pass the instance (the scene compiles for tens of seconds;
-    the first build initialises Genesis on ``device``'s backend, ``gs.init(backend=gs.cpu)``
-    for the CPU, and every later one shares it). Observation (45): base angular velocity
-    (x0.25), projected gravity, commands (x2, x2, x0.25), joint positions minus the default
-    pose, joint velocities (x0.05), last action; action (12): joint position offsets from the
-    default pose (x0.25), applied one step late as on the real robot. The reward sums
-    Genesis's terms (tracking of the commanded xy and yaw velocities, vertical velocity, base
-    height, action rate, distance from the default pose) at its example's scales; the
-    parameters and their defaults are ``DEFAULTS``; :meth:`reward_terms` reports each term.
-    Each reset starts every copy at a random step of its first episode (``random_episode_start``):
-    ``trainer.eval(env_config={"random_episode_start": False})`` evaluates whole episodes.
-    ``camera=True`` adds a camera that follows copy 0, for :meth:`render` (rollout videos).
+    Observation (45, scaled by ``OBS_SCALES``): base angular velocity, projected gravity,
+    commands, joint positions minus the default pose, joint velocities, last action; action
+    (12): joint position offsets from the default pose (x0.25), applied one step late as on the
+    real robot. The reward sums Genesis's example's terms at its scales; :meth:`reward_terms`
+    reports each. Parameters: ``DEFAULTS``; ``random_episode_start=False`` evaluates whole
+    episodes. ``camera=True`` adds a camera following copy 0 for :meth:`render` (rollout videos).
     Requires ``pip install rl8lite[genesis]`` (the examples skip: a first build takes a minute).
 
     Examples:

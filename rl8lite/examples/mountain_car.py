@@ -57,7 +57,7 @@ class _MountainCar(ClassicControl):
             return (x - low) * scale, (np.sin(3 * x) * 0.45 + 0.55) * scale
 
         hills = np.sin(3 * (canvas.x / scale + low)) * 0.45 + 0.55
-        canvas.fill(canvas.y <= hills * scale, (120, 170, 90))
+        canvas.image[canvas.y <= hills * scale] = (120, 170, 90)
         flag_x, flag_y = to_pixels(p["goal_position"])
         canvas.line((flag_x, flag_y), (flag_x, flag_y + 50), 2, (0, 0, 0))
         flag = [(flag_x, flag_y + 50), (flag_x, flag_y + 40), (flag_x + 25, flag_y + 45)]
