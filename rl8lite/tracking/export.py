@@ -12,7 +12,7 @@ import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +75,14 @@ class PolicyProgram(nn.Module):
         example, batch = self.example_inputs(2), torch.export.Dim("batch", min=1)
         return example, tuple({0: batch} for _ in example)
 
-    def _observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor | TensorDict:
-        if not self.composite:
-            return leaves[0]
-        obs = TensorDict({}, batch_size=[leaves[0].shape[0]])
-        for path, value in zip(self.paths, leaves):
-            obs.set(path, value)
-        return obs
-
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         *tensors, deterministic = inputs if self.sampling else (*inputs, None)
-        obs = self.policy.normalize(self._observation(tensors[: len(self.paths)]))
+        obs: torch.Tensor | TensorDict = tensors[0]
+        if self.composite:
+            obs = TensorDict({}, batch_size=[obs.shape[0]])
+            for path, value in zip(self.paths, tensors):  # the state, last, has no path
+                obs.set(path, value)
+        obs = self.policy.normalize(obs)
         if self.recurrent:
             features, _, next_states = self.policy.network(obs, tensors[-1])
         else:
@@ -200,10 +197,8 @@ def _exporting(tool: str, model_name: str) -> Iterator[None]:
 
 
 def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
-    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite.
-
-    Raises:
-        ExportError: The policy could not be exported (see :func:`export_policy`).
+    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite (an
+    :class:`ExportError` where it cannot be exported).
 
     Examples:
         >>> import mlflow.pyfunc
