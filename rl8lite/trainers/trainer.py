@@ -225,10 +225,9 @@ class Trainer:
         return bool(agreed), int(signum) or None, bool(save)
 
     def _report(self, stats: dict[str, float], *, final: bool = False) -> None:
-        if not self.progress:
-            return
         now, step = time.monotonic(), self.state["algorithm/steps"]
-        if (now - self._last_report[0] < 1.0 and not final) or step == self._last_report[1]:
+        last, last_step = self._last_report
+        if not self.progress or (now - last < 1.0 and not final) or step == last_step:
             return
         self._last_report = (now, step)
         episodic = "episodes/count" in stats
