@@ -229,9 +229,8 @@ def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: 
 
 
 def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
-    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder``. The
-    signature declares no inputs: ``_pyfunc_policy.py`` checks and casts them itself (MLflow's
-    check refuses any dtype but the declared one, e.g. numpy's float64)."""
+    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder`` (with no
+    declared inputs: ``_pyfunc_policy.py`` checks and casts them)."""
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
