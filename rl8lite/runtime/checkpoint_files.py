@@ -117,15 +117,14 @@ def numbered_checkpoints(folder: str | os.PathLike[str], rank: int = 0) -> list[
     return sorted((int(m.group(1)), p) for p in paths if (m := pattern.fullmatch(p.name)))
 
 
-def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
+def point_latest(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
     """Record ``target`` in the plain file ``<folder>/latest`` (atomically): its name when it is
-    in ``folder`` (which can move), else its absolute path. Return that file."""
+    in ``folder`` (which can move), else its absolute path."""
     folder, target = Path(folder), Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     dest = target.name if target.parent.resolve() == folder.resolve() else str(target.resolve())
     with _replacing(folder / LATEST) as f:
         f.write(dest.encode("utf-8"))
-    return folder / LATEST
 
 
 def latest_in(folder: str | os.PathLike[str]) -> Path | None:

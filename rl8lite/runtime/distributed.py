@@ -74,11 +74,8 @@ class Ranks:
         return gathered
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        if not self.distributed:
-            return obj
-        box = [obj]
-        self._collective(lambda: dist.broadcast_object_list(box, src=src))
-        return box[0]
+        """Rank ``src``'s ``obj`` (gathered: for set-up, not the hot path)."""
+        return self.all_gather_object(obj)[src]
 
     def agree(self, flags: Sequence[float]) -> list[float]:
         """The largest value of each flag over all ranks: a decision taken on any rank (a stop,

@@ -12,7 +12,7 @@ import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from ..algorithms.windowed import windows_seen
-from ..specs import Composite, Spec
+from ..specs import Composite, Spec, spec_leaves
 
 STATE_KEY = "recurrent_state"
 ACTIONS_KEY = "actions"
@@ -33,21 +33,6 @@ IO_FILE = "io.json"
 
 class ExportError(RuntimeError):
     """The policy could not be exported (the message says why)."""
-
-
-def observation_leaves(spec: Spec, _path: str = "") -> list[tuple[str, Spec]]:
-    """``(name, leaf spec)`` of every observation entry, nested keys joined by ``"."``
-    (``""`` for a vector observation); a key holding ``"."`` is an :class:`ExportError`."""
-    if not isinstance(spec, Composite):
-        return [("", spec)]
-    leaves = []
-    for key in spec:
-        if "." in key:
-            raise ExportError(f"observation key {_path + key!r} contains '.', which the saved"
-                              " model's input names use to join nested keys: rename it")
-        nested = observation_leaves(spec[key], f"{_path}{key}.")
-        leaves.extend((f"{key}.{sub}" if sub else key, leaf) for sub, leaf in nested)
-    return leaves
 
 
 class PolicyProgram(nn.Module):
@@ -70,15 +55,19 @@ class PolicyProgram(nn.Module):
                 setattr(self.policy.model, name, getattr(self.policy.model, name).to("cpu"))
         self.observation_spec = observation_spec.to("cpu")
         self.composite = isinstance(observation_spec, Composite)
-        self.keys = [name for name, _ in observation_leaves(observation_spec)]
+        self.paths = [path for path, _ in spec_leaves(self.observation_spec)]
+        names = [".".join(path) for path in self.paths]
+        if dotted := [name for path, name in zip(self.paths, names) if "." in "".join(path)]:
+            raise ExportError(f"observation key {dotted[0]!r} contains '.', which the saved model's"
+                              " input names use to join nested keys: rename it")
         self.recurrent = bool(self.policy.recurrent)
-        self.input_names = [key or OBS_KEY for key in self.keys] + [STATE_KEY] * self.recurrent
-        if self.recurrent and STATE_KEY in self.keys:
+        self.input_names = [name or OBS_KEY for name in names] + [STATE_KEY] * self.recurrent
+        if self.recurrent and STATE_KEY in names:
             raise ExportError(f"an observation entry is named {STATE_KEY!r}, the state's name")
 
     def example_inputs(self, batch_size: int) -> list[torch.Tensor]:
         """Zeros of the tensor inputs."""
-        leaves = [leaf.zero([batch_size]) for _, leaf in observation_leaves(self.observation_spec)]
+        leaves = [leaf.zero([batch_size]) for _, leaf in spec_leaves(self.observation_spec)]
         return leaves + ([self.policy.init_states(batch_size)] if self.recurrent else [])
 
     def dynamic_inputs(self) -> tuple[list[torch.Tensor], tuple[dict[int, Any], ...]]:
@@ -86,17 +75,14 @@ class PolicyProgram(nn.Module):
         example, batch = self.example_inputs(2), torch.export.Dim("batch", min=1)
         return example, tuple({0: batch} for _ in example)
 
-    def _observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor | TensorDict:
-        if not self.composite:
-            return leaves[0]
-        obs = TensorDict({}, batch_size=[leaves[0].shape[0]])
-        for key, value in zip(self.keys, leaves):
-            obs.set(tuple(key.split(".")), value)
-        return obs
-
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         *tensors, deterministic = inputs if self.sampling else (*inputs, None)
-        obs = self.policy.normalize(self._observation(tensors[: len(self.keys)]))
+        obs: torch.Tensor | TensorDict = tensors[0]
+        if self.composite:
+            obs = TensorDict({}, batch_size=[obs.shape[0]])
+            for path, value in zip(self.paths, tensors):  # the state, last, has no path
+                obs.set(path, value)
+        obs = self.policy.normalize(obs)
         if self.recurrent:
             features, _, next_states = self.policy.network(obs, tensors[-1])
         else:
@@ -144,7 +130,7 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
             output_names=outputs, dynamic_shapes=(shapes,))
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
-    inputs = [leaf.rand([64]) for _, leaf in observation_leaves(program.observation_spec)]
+    inputs = [leaf.rand([64]) for _, leaf in spec_leaves(program.observation_spec)]
     if program.recurrent:
         inputs.append(torch.randn(program.example_inputs(64)[-1].shape,
                                   generator=torch.Generator().manual_seed(0)))
@@ -211,10 +197,8 @@ def _exporting(tool: str, model_name: str) -> Iterator[None]:
 
 
 def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> None:
-    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite.
-
-    Raises:
-        ExportError: The policy could not be exported (see :func:`export_policy`).
+    """Save ``policy`` as an MLflow model in folder ``path``, which loads without rl8lite (an
+    :class:`ExportError` where it cannot be exported).
 
     Examples:
         >>> import mlflow.pyfunc
@@ -245,9 +229,8 @@ def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: 
 
 
 def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
-    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder``. The
-    signature declares no inputs: ``_pyfunc_policy.py`` checks and casts them itself (MLflow's
-    check refuses any dtype but the declared one, e.g. numpy's float64)."""
+    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder`` (with no
+    declared inputs: ``_pyfunc_policy.py`` checks and casts them)."""
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec

@@ -41,23 +41,19 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 
 
 class MlflowTracker:
-    """Logs one training run into the run the user opened with ``mlflow.start_run`` (never
-    ending it), else into a run of its own, MLflow's active run until :meth:`end`. A run still
-    open at interpreter exit ends FAILED (KILLED on Ctrl-C) when a script dies of an exception,
-    else FINISHED.
+    """Logs into the run the user opened with ``mlflow.start_run`` (never ending it), else into
+    a run of its own, MLflow's active run until :meth:`end` (at interpreter exit: FAILED, or
+    KILLED on Ctrl-C, if a script died of an exception, else FINISHED). A :class:`TrackingError`
+    where the store cannot be used, or a run is active in another store.
 
     Args:
-        experiment_name: Experiment (created when missing); ``None``: the one the user set
-            (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``/``_ID``), else
+        experiment_name: Created when missing; ``None``: the one the user set, else
             ``default_experiment``.
-        tracking_uri: Store (default: the active run's, else :func:`default_tracking_uri`).
+        tracking_uri: Default: the active run's store, else :func:`default_tracking_uri`.
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
         log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
         leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
-
-    Raises:
-        TrackingError: The store cannot be used, or a run is active in another store.
 
     Examples:
         >>> import tempfile

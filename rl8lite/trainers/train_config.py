@@ -40,7 +40,8 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 @dataclass
 class TrainConfig:
     """A trainer's config (rl8's): the env class and the algorithm's hyperparameters, checked and
-    imported at construction.
+    imported at construction (a :class:`TrainConfigError`, ``ImportError`` or ``ConfigError``
+    names the culprit).
 
     Args:
         env_cls: The env class, its dotted path (``"package.module.Name"`` or
@@ -48,12 +49,6 @@ class TrainConfig:
             of :func:`~rl8lite.env.gymnasium_env`'s arguments (``{"gymnasium": <env id>, ...}``).
         algorithm_config: :class:`~rl8lite.AlgorithmConfig` fields (classes may be dotted paths).
         recurrent: Build a :class:`~rl8lite.RecurrentAlgorithm`.
-
-    Raises:
-        TrainConfigError: A malformed field, or no concrete :class:`~rl8lite.Env`
-            (:class:`UnknownFieldError`: an unknown ``algorithm_config`` field).
-        ImportError: A dotted path does not import.
-        ConfigError: A hyperparameter is out of range.
 
     Examples:
         >>> from rl8lite import TrainConfig

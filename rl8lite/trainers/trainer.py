@@ -77,8 +77,8 @@ class Trainer:
                     experiment_name, default_experiment=type(algorithm.env).__name__,
                     run_name=run_name, tags=tags, log_system_metrics=log_system_metrics)
         if ranks.distributed:  # the other ranks log nothing, and checkpoint into rank 0's folder
-            folder = str(self.tracker.checkpoint_dir or "") if ranks.is_main else None
-            folder = ranks.broadcast_object(folder)
+            folder = ranks.broadcast_object(str(self.tracker.checkpoint_dir or "")
+                                            if ranks.is_main else None)
             if ranks.is_main:
                 end = self.tracker.end
                 ranks.on_peer_failure.append(lambda message: end("FAILED", message=message))
@@ -225,10 +225,9 @@ class Trainer:
         return bool(agreed), int(signum) or None, bool(save)
 
     def _report(self, stats: dict[str, float], *, final: bool = False) -> None:
-        if not self.progress:
-            return
         now, step = time.monotonic(), self.state["algorithm/steps"]
-        if (now - self._last_report[0] < 1.0 and not final) or step == self._last_report[1]:
+        last, last_step = self._last_report
+        if not self.progress or (now - last < 1.0 and not final) or step == last_step:
             return
         self._last_report = (now, step)
         episodic = "episodes/count" in stats
@@ -325,9 +324,8 @@ class Trainer:
         if filming is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
-        steps = self.state["env/steps"]
         self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
-                                              env_steps=steps))
+                                              env_steps=self.state["env/steps"]))
 
     def _video_or_warn(self, film: Callable[[], Any]) -> None:
         """Film, or warn (once) that there will be no videos; training goes on."""
