@@ -28,9 +28,9 @@ from .specs import Bounded, Spec, Unbounded
 from .specs import Categorical as CategoricalSpec
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-# tensor operands of the log-density: a Python number costs a conversion per call
-_MINUS_HALF, _LOG_SQRT_2PI_TENSOR = torch.tensor(-0.5, dtype=torch.float64), torch.tensor(
-    _LOG_SQRT_2PI, dtype=torch.float64)
+# -1/2 and log sqrt(2 pi) for CPU tensors: a Python number costs a conversion per call, and
+# float64 0-dim operands give the same results in every dtype
+_CPU_TERMS = tuple(torch.tensor(c, dtype=torch.float64) for c in (-0.5, _LOG_SQRT_2PI))
 _SQUASH_EPS = 1e-6  # keeps atanh finite for actions exactly on a bound
 _TINY = torch.finfo(torch.float32).tiny
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -160,7 +160,8 @@ class Normal(Distribution):
 
     def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
         # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
-        logp = noise.square().mul_(_MINUS_HALF).sub_(self.log_std).sub_(_LOG_SQRT_2PI_TENSOR)
+        minus_half, log_sqrt_2pi = _CPU_TERMS if noise.is_cpu else (-0.5, _LOG_SQRT_2PI)
+        logp = noise.square().mul_(minus_half).sub_(self.log_std).sub_(log_sqrt_2pi)
         return logp.sum(-1, keepdim=True)
 
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,7 +12,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from .data import DataKeys, Device
-from .distributions import Distribution, Normal, default_distribution_cls
+from .distributions import Distribution, Normal, SquashedNormal, default_distribution_cls
 from .models import DefaultModel, DefaultRecurrentModel, Model, RecurrentModel
 from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features, stateless
 from .nn.normalization import ObservationNormalizer
@@ -66,7 +66,7 @@ class Policy(nn.Module):
         self._gaussian_parts = (getattr(type(model), "forward_features", None)
                                 is DefaultModel.forward_features
                                 and getattr(model, "log_std", None) is not None
-                                and issubclass(distribution_cls, Normal))
+                                and distribution_cls in (Normal, SquashedNormal))
         network = stateless(model)
         # a plain attribute, not a submodule: the adapter holds the model registered above
         self._adapter = None if network is model else network

@@ -15,9 +15,11 @@ from tensordict import TensorDict
 
 from rl8lite import Algorithm, RecurrentAlgorithm, RecurrentAlgorithmConfig
 from rl8lite.data import DataKeys
+from rl8lite.distributions import Normal, SquashedNormal
 from rl8lite.env import ContinuousDummyEnv, DiscreteDummyEnv
 from rl8lite.models import Model
 from rl8lite.policies import Policy, RecurrentPolicy
+from rl8lite.specs import Bounded, Unbounded
 from rl8lite.views import ViewRequirement
 
 ENV = DiscreteDummyEnv(1)
@@ -135,3 +137,34 @@ def test_a_saved_policy_serves_its_deterministic_samples_through_mlflow(recurren
         assert list(state_frame.columns) == [DataKeys.HIDDEN_STATES, DataKeys.CELL_STATES] and len(state_frame) == 2
         assert state_frame.iloc[1][DataKeys.CELL_STATES].shape == (1, 64)
         assert torch.allclose(torch.as_tensor(state_frame.iloc[1][DataKeys.CELL_STATES]).flatten(), states[1, 64:])
+
+
+class OwnNormal(Normal):
+    """A user's Gaussian: it must receive the model's features as one tensor."""
+
+    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+        assert isinstance(features, torch.Tensor)
+        super().__init__(features, action_spec, **kwargs)
+
+
+@pytest.mark.parametrize("distribution_cls", [Normal, SquashedNormal, OwnNormal])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_sample_actions_draws_what_the_concatenated_features_give(distribution_cls: type,
+                                                                  deterministic: bool) -> None:
+    # The default model's Gaussian mean and log-std reach a Normal apart: the same draws.
+    obs_spec, action_spec = Unbounded(3), Bounded(-2.0, 2.0, shape=[2])
+    policy = Policy(obs_spec, action_spec, distribution_cls=distribution_cls)
+    with torch.no_grad():
+        policy.model.log_std[0] = -30.0  # clamped, apart or not
+        obs = obs_spec.rand([7])
+        torch.manual_seed(0)
+        actions, logp = policy.sample_actions(obs, deterministic=deterministic)
+        dist = distribution_cls(policy.model.forward_features(obs), action_spec)
+        torch.manual_seed(0)
+        if deterministic:
+            expected = dist.deterministic_sample()
+            expected_logp = dist.logp(expected)
+        else:
+            expected, expected_logp = dist.sample_with_logp()
+    assert torch.equal(actions, expected) and torch.equal(logp, expected_logp)
+    assert logp.shape == (7, 1)
