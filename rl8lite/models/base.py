@@ -1,5 +1,6 @@
-"""The model protocol: ``forward(obs) -> (features, values)`` in one pass, and the view
-requirements (windows of past observations) a model may declare."""
+"""The model protocols: ``forward(obs) -> (features, values)`` in one pass (recurrent: one
+time step, the state carried by the caller), and the view requirements (windows of past
+observations) a model may declare."""
 
 from __future__ import annotations
 
@@ -65,10 +66,7 @@ class Model(nn.Module):
         if len(set(sizes.values())) > 1:
             raise RuntimeError(f"{type(self).__name__}'s view requirements give different batch"
                                f" sizes {sizes}")
-        result = TensorDict({}, batch_size=[next(iter(sizes.values()))], device=batch.device)
-        for key, item in out.items():
-            result.set(key, item)
-        return result
+        return TensorDict(out, batch_size=[next(iter(sizes.values()))], device=batch.device)
 
     @property
     def drop_size(self) -> int:
@@ -99,6 +97,23 @@ class Model(nn.Module):
     def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
         """The values alone (``forward(obs)[1]`` unless a separable model overrides it)."""
         return self(obs)[1]
+
+
+class RecurrentModel(Model):
+    """A model of one time step, ``forward(obs, states) -> (features, values, next_states)``
+    with states ``[B, state_size]``; the algorithm carries them through the rollout, zeroes
+    them where an episode ends, and unrolls sequences for truncated BPTT."""
+
+    state_size: int
+
+    def init_states(self, batch_size: int, device: torch.device) -> Tensor:
+        """Initial (zero) states ``[batch_size, state_size]``."""
+        return torch.zeros(batch_size, self.state_size, device=device)
+
+    def forward(  # type: ignore[override]
+        self, obs: Tensor | TensorDict, states: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        raise NotImplementedError
 
 
 class ModelFactory(Protocol):

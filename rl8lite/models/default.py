@@ -1,5 +1,5 @@
-"""The default model: separate actor and critic MLPs over the (concatenated) vector
-observation, and the parts the recurrent default model shares."""
+"""The default models: separate actor and critic MLPs over the (concatenated) vector
+observation, and an LSTM between an encoder MLP and the two heads."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 
 from ..data import DataKeys
-from ..specs import Composite, KeyPath, Spec, TensorSpec, spec_leaves
-from .base import Model
+from ..specs import Composite, KeyPath, Spec, TensorSpec, Unbounded, spec_leaves
+from .base import Model, RecurrentModel
 
 
 def _amd_cpu() -> bool:
@@ -203,3 +203,36 @@ class DefaultModel(Model):
 
     def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
         return self.critic(flatten_obs(obs, self.observation_spec))
+
+
+class DefaultRecurrentModel(RecurrentModel):
+    """Encoder MLP of ``hiddens``, an LSTM cell of the last width, then actor and critic heads;
+    state = ``h ‖ c``. Arguments as :class:`DefaultModel`'s."""
+
+    def __init__(self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
+                 gaussian: bool = False, hiddens: Sequence[int] = (64,),
+                 activation: str = "tanh", init_log_std: float = 0.0) -> None:
+        super().__init__(observation_spec, action_spec, num_features=num_features,
+                         gaussian=gaussian, hiddens=list(hiddens), activation=activation,
+                         init_log_std=init_log_std)
+        width = self.hidden_size = hiddens[-1]
+        self.state_size = 2 * width
+        #: The parts of the flat state ``h ‖ c`` (rl8's names and shapes, one LSTM layer).
+        self.state_spec = Composite({
+            DataKeys.HIDDEN_STATES: Unbounded([1, width], device=action_spec.device),
+            DataKeys.CELL_STATES: Unbounded([1, width], device=action_spec.device),
+        })
+        in_features = flat_obs_size(observation_spec)
+        self.encoder = mlp(in_features, hiddens[:-1], width, activation, out_gain=1.0)
+        self.lstm = nn.LSTMCell(width, width)
+        self.actor, log_std = actor_head(width, (), num_features, gaussian, activation,
+                                         init_log_std)
+        self.critic = mlp(width, (), 1, activation, out_gain=1.0)
+        self.log_std = log_std  # after the critic: the parameters' order
+
+    def forward(  # type: ignore[override]
+        self, obs: Tensor | TensorDict, states: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        x = torch.tanh(self.encoder(flatten_obs(obs, self.observation_spec)))
+        h, c = self.lstm(x, states.split(self.hidden_size, dim=-1))
+        return with_log_std(self.actor(h), self.log_std), self.critic(h), torch.cat([h, c], dim=-1)

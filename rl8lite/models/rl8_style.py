@@ -13,8 +13,7 @@ from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Composite, spec_leaves
-from .base import Model
-from .recurrent import RecurrentModel
+from .base import Model, RecurrentModel
 
 __all__ = ["Rl8Model", "Rl8RecurrentModel", "flat_features", "stateless"]
 
@@ -49,8 +48,6 @@ class Rl8Model:
     """An rl8-style feedforward model called with rl8lite's protocol: ``(features, values)``,
     ``value_function()`` read right after ``forward`` in one call. No module itself: the
     policy registers the model."""
-
-    separable = False
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
