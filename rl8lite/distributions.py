@@ -1,19 +1,6 @@
 """Action distributions, made per forward pass from a model's features ``[B, num_inputs]``,
 unvalidated (that costs more than the math on small batches). Log-probabilities and entropies
-are ``[B, 1]``; samples are ``[B, *action_spec.shape]``.
-
-Examples:
-    >>> import torch
-    >>> from rl8lite.distributions import Categorical
-    >>> from rl8lite.specs import Categorical as CategoricalSpec
-    >>> spec = CategoricalSpec(3, shape=[1])
-    >>> Categorical.num_inputs(spec)
-    3
-    >>> dist = Categorical(torch.zeros(5, 3), spec)
-    >>> actions = dist.sample()
-    >>> actions.shape, dist.logp(actions).shape
-    (torch.Size([5, 1]), torch.Size([5, 1]))
-"""
+are ``[B, 1]``; samples are ``[B, *action_spec.shape]``."""
 
 from __future__ import annotations
 
@@ -87,7 +74,15 @@ class Distribution(ABC):
 
 class Categorical(Distribution):
     """Categorical over ``action_spec.n`` actions; masked actions get log-probability
-    ``finfo.min`` (never sampled, never the deterministic action, no entropy)."""
+    ``finfo.min`` (never sampled, never the deterministic action, no entropy).
+
+    Examples:
+        >>> from rl8lite.specs import Categorical as CategoricalSpec
+        >>> dist = Categorical(torch.zeros(5, 3), CategoricalSpec(3, shape=[1]))
+        >>> actions = dist.sample()
+        >>> actions.shape, dist.logp(actions).shape
+        (torch.Size([5, 1]), torch.Size([5, 1]))
+    """
 
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
@@ -205,11 +200,10 @@ class SquashedNormal(Normal):
             raise TypeError(f"SquashedNormal needs a Bounded action spec, received {action_spec!r}")
         width = action_spec.high - action_spec.low
         if not bool((torch.isfinite(width) & (width > 0)).all()):
-            raise ValueError(
-                "SquashedNormal needs finite bounds with low < high in every action dimension,"
-                f" received low {action_spec.low.tolist()} and high {action_spec.high.tolist()}:"
-                " use an Unbounded spec (or distribution_cls=Normal) for unbounded actions"
-            )
+            raise ValueError("SquashedNormal needs finite bounds with low < high in every action"
+                             f" dimension, received low {action_spec.low.tolist()} and high"
+                             f" {action_spec.high.tolist()}: use an Unbounded spec (or"
+                             " distribution_cls=Normal) for unbounded actions")
         return _continuous_num_inputs("SquashedNormal", action_spec)
 
     def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
