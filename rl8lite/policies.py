@@ -77,10 +77,8 @@ class Policy(nn.Module):
         """The model in rl8lite's stateless protocol: :attr:`model`, or its rl8-style adapter."""
         return self.model if self._adapter is None else self._adapter
 
-    @property
-    def device(self) -> torch.device:
-        """The device of the policy's parameters (the CPU for a model without any)."""
-        return next(self.parameters(), torch.empty(0)).device
+    #: The device of the policy's parameters (the CPU for a model without any).
+    device = Model.device
 
     @property
     def recurrent(self) -> bool:
@@ -187,16 +185,18 @@ class Policy(nn.Module):
             else:
                 features, values = network(obs)
                 features_td = TensorDict({DataKeys.FEATURES: features}, batch_size=[len(features)])
-            out = _output_batch(batch, features.shape[0], inplace)
-            out[DataKeys.FEATURES] = features_td
-            self._outputs(out, features, obs, values, deterministic, return_actions, return_logp,
-                          return_values)
+            out = self._outputs(batch, inplace, features_td, features, obs, values, deterministic,
+                                return_actions, return_logp, return_values)
             if return_views:
                 out[DataKeys.VIEWS] = views
         return out
 
-    def _outputs(self, out: TensorDict, features: torch.Tensor, obs: Any, values: torch.Tensor,
-                 deterministic: bool, actions: bool, logp: bool, with_values: bool) -> None:
+    def _outputs(self, batch: TensorDict, inplace: bool, features_td: TensorDict,
+                 features: torch.Tensor, obs: Any, values: torch.Tensor, deterministic: bool,
+                 actions: bool, logp: bool, with_values: bool) -> TensorDict:
+        """The output batch of :meth:`sample`: ``batch`` flattened with ``inplace``, else new."""
+        out = batch.reshape(-1) if inplace else TensorDict({}, [len(features)], device=batch.device)
+        out[DataKeys.FEATURES] = features_td
         if actions:
             dist = self.distribution(features, obs)
             out[DataKeys.ACTIONS] = dist.deterministic_sample() if deterministic else dist.sample()
@@ -204,6 +204,7 @@ class Policy(nn.Module):
                 out[DataKeys.LOGP] = dist.logp(out[DataKeys.ACTIONS])
         if with_values:
             out[DataKeys.VALUES] = values
+        return out
 
     def model_inputs(self, batch: TensorDict, kind: ViewKind) -> TensorDict:
         """The model's view requirements applied to ``batch`` (``[B]`` or ``[B * T]`` rows)."""
@@ -239,11 +240,11 @@ class RecurrentPolicy(Policy):
                 step_features, step_values, states = self.network(obs[:, t], states)
                 features.append(step_features)
                 values.append(step_values)
-            flat = _steps_as_rows(features)
-            out = _output_batch(batch, rows * steps, inplace)
-            out[DataKeys.FEATURES] = TensorDict({DataKeys.FEATURES: flat}, batch_size=[len(flat)])
-            self._outputs(out, flat, obs.flatten(0, 1), _steps_as_rows(values), deterministic,
-                          return_actions, return_logp, return_values)
+            flat = torch.stack(features, dim=1).flatten(0, 1)  # row b * T + t
+            features_td = TensorDict({DataKeys.FEATURES: flat}, batch_size=[len(flat)])
+            out = self._outputs(batch, inplace, features_td, flat, obs.flatten(0, 1),
+                                torch.stack(values, dim=1).flatten(0, 1), deterministic,
+                                return_actions, return_logp, return_values)
         return out, states
 
     def flat_states(self, states: torch.Tensor | TensorDict) -> torch.Tensor:
@@ -258,15 +259,6 @@ class RecurrentPolicy(Policy):
     def state_spec(self) -> Any:
         """The model's ``state_spec`` (the parts of its flat state), if it declares one."""
         return getattr(self.model, "state_spec", None)
-
-
-def _output_batch(batch: TensorDict, rows: int, inplace: bool) -> TensorDict:
-    return batch.reshape(-1) if inplace else TensorDict({}, batch_size=[rows], device=batch.device)
-
-
-def _steps_as_rows(per_step: list[torch.Tensor]) -> torch.Tensor:
-    stacked = torch.stack(per_step, dim=1)
-    return stacked.reshape(-1, *stacked.shape[2:])
 
 
 @contextlib.contextmanager
