@@ -129,13 +129,6 @@ class Categorical(Distribution):
         return -(self.log_probs.exp() * self.log_probs).sum(-1, keepdim=True)
 
 
-def _continuous_num_inputs(name: str, action_spec: Spec) -> int:
-    if not (isinstance(action_spec, (Unbounded, Bounded)) and action_spec.dtype.is_floating_point):
-        raise TypeError(f"{name} needs a floating-point Unbounded or Bounded action spec,"
-                        f" received {action_spec!r}")
-    return 2 * max(1, math.prod(action_spec.shape))
-
-
 class Normal(Distribution):
     """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2])."""
 
@@ -149,9 +142,13 @@ class Normal(Distribution):
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
         self._action_shape = (self.mean.shape[0], *action_spec.shape)
 
-    @staticmethod
-    def num_inputs(action_spec: Spec) -> int:
-        return _continuous_num_inputs("Normal", action_spec)
+    @classmethod
+    def num_inputs(cls, action_spec: Spec) -> int:
+        continuous = isinstance(action_spec, (Unbounded, Bounded))
+        if not (continuous and action_spec.dtype.is_floating_point):
+            raise TypeError(f"{cls.__name__} needs a floating-point Unbounded or Bounded action"
+                            f" spec, received {action_spec!r}")
+        return 2 * max(1, math.prod(action_spec.shape))
 
     def _gaussian_logp(self, noise: torch.Tensor) -> torch.Tensor:
         # log N(x; mu, sigma) = -((x - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi)
@@ -194,8 +191,8 @@ class SquashedNormal(Normal):
         high = action_spec.high.to(self.mean.device, self.mean.dtype).reshape(1, -1)
         self.loc, self.scale = (high + low) / 2, (high - low) / 2
 
-    @staticmethod
-    def num_inputs(action_spec: Spec) -> int:
+    @classmethod
+    def num_inputs(cls, action_spec: Spec) -> int:
         if not isinstance(action_spec, Bounded):
             raise TypeError(f"SquashedNormal needs a Bounded action spec, received {action_spec!r}")
         width = action_spec.high - action_spec.low
@@ -204,7 +201,7 @@ class SquashedNormal(Normal):
                              f" dimension, received low {action_spec.low.tolist()} and high"
                              f" {action_spec.high.tolist()}: use an Unbounded spec (or"
                              " distribution_cls=Normal) for unbounded actions")
-        return _continuous_num_inputs("SquashedNormal", action_spec)
+        return super().num_inputs(action_spec)
 
     def _log_det(self, squashed: torch.Tensor) -> torch.Tensor:
         # log |da/du| = log scale + log(1 - tanh(u)^2)

@@ -174,8 +174,12 @@ class Policy(nn.Module):
         """Sample the policy on a batch of sequences ``[B, T]`` (rl8's ``Policy.sample``), with
         ``"obs"`` or the model's inputs under ``DataKeys.VIEWS``, at each sequence's last step
         (``kind="last"``: ``B`` rows) or at every step (``"all"``: row ``b * T + t``)."""
-        has_views = DataKeys.VIEWS in batch.keys()
-        views = batch[DataKeys.VIEWS] if has_views else self.model_inputs(batch, kind)
+        if DataKeys.VIEWS in batch.keys():
+            views = batch[DataKeys.VIEWS]
+        elif hasattr(self.model, "apply_view_requirements"):
+            views = self.model.apply_view_requirements(batch, kind=kind)
+        else:
+            views = batch[:, -1] if kind == "last" else batch.reshape(-1)
         obs = self.normalize(views[DataKeys.OBS])
         network = self.network
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
@@ -205,12 +209,6 @@ class Policy(nn.Module):
         if with_values:
             out[DataKeys.VALUES] = values
         return out
-
-    def model_inputs(self, batch: TensorDict, kind: ViewKind) -> TensorDict:
-        """The model's view requirements applied to ``batch`` (``[B]`` or ``[B * T]`` rows)."""
-        if hasattr(self.model, "apply_view_requirements"):
-            return self.model.apply_view_requirements(batch, kind=kind)
-        return batch[:, -1] if kind == "last" else batch.reshape(-1)
 
     def save(self, path: str | os.PathLike[str], /) -> Any:
         """Pickle the policy to ``path`` (as rl8) and return rl8's MLflow model serving it."""

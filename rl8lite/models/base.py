@@ -60,13 +60,11 @@ class Model(nn.Module):
         """The model's input for a batch of sequences ``[B, T]`` (rl8's method), each one
         episode: at each sequence's last step (``kind="last"``, batch ``[B]``) or at every
         step (``"all"``, batch ``[B * T]``, row ``b * T + t``)."""
+        if kind == "all":  # different drop sizes would give different batch sizes
+            self.validate_view_requirements()
         out = {key: (view.apply_all if kind == "all" else view.apply_last)(key, batch)
                for key, view in self.view_requirements.items()}
-        sizes = {key: item.shape[0] for key, item in out.items()}
-        if len(set(sizes.values())) > 1:
-            raise RuntimeError(f"{type(self).__name__}'s view requirements give different batch"
-                               f" sizes {sizes}")
-        return TensorDict(out, batch_size=[next(iter(sizes.values()))], device=batch.device)
+        return TensorDict(out, batch_size=[next(iter(out.values())).shape[0]], device=batch.device)
 
     @property
     def drop_size(self) -> int:
