@@ -208,19 +208,15 @@ class SquashedNormal(Normal):
         log_det = torch.log(self.scale) + torch.log1p(-squashed.square() + _SQUASH_EPS)
         return log_det.sum(-1, keepdim=True)
 
-    def _squash(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        squashed = torch.tanh(u)
-        return self.loc + self.scale * squashed, squashed
-
     def sample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
-        noise = torch.randn_like(self.mean)
-        actions = self._squash(self.mean + self.log_std.exp() * noise)[0].view(self._action_shape)
+        u = self.mean + self.log_std.exp() * torch.randn_like(self.mean)
+        actions = (self.loc + self.scale * torch.tanh(u)).view(self._action_shape)
         # Recomputed from the action as the update will: near saturation atanh(tanh(u)) != u
         # in float32, and two formulas would give a ratio != 1 before any parameter moved.
         return actions, self.logp(actions)
 
     def deterministic_sample(self) -> torch.Tensor:
-        return self._squash(self.mean)[0].view(self._action_shape)
+        return (self.loc + self.scale * torch.tanh(self.mean)).view(self._action_shape)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         squashed = (self._as_math(actions) - self.loc) / self.scale
@@ -230,7 +226,7 @@ class SquashedNormal(Normal):
 
     def entropy(self) -> torch.Tensor:
         noise = torch.randn_like(self.mean)
-        _, squashed = self._squash(self.mean + self.log_std.exp() * noise)
+        squashed = torch.tanh(self.mean + self.log_std.exp() * noise)
         return -(self._gaussian_logp(noise) - self._log_det(squashed))
 
 

@@ -232,17 +232,16 @@ class RecurrentPolicy(Policy):
         rows, steps = batch.batch_size[:2]
         states = self.init_states(rows) if states is None else self.flat_states(states)
         obs = self.normalize(batch[DataKeys.OBS])
-        features, values = [], []
+        per_step = []
         with _mode(self.model, training=not deterministic), torch.set_grad_enabled(requires_grad):
             for t in range(steps):
-                step_features, step_values, states = self.network(obs[:, t], states)
-                features.append(step_features)
-                values.append(step_values)
-            flat = torch.stack(features, dim=1).flatten(0, 1)  # row b * T + t
+                *outputs, states = self.network(obs[:, t], states)
+                per_step.append(outputs)
+            # the features and values at row b * T + t
+            flat, values = (torch.stack(x, dim=1).flatten(0, 1) for x in zip(*per_step))
             features_td = TensorDict({DataKeys.FEATURES: flat}, batch_size=[len(flat)])
-            out = self._outputs(batch, inplace, features_td, flat, obs.flatten(0, 1),
-                                torch.stack(values, dim=1).flatten(0, 1), deterministic,
-                                return_actions, return_logp, return_values)
+            out = self._outputs(batch, inplace, features_td, flat, obs.flatten(0, 1), values,
+                                deterministic, return_actions, return_logp, return_values)
         return out, states
 
     def flat_states(self, states: torch.Tensor | TensorDict) -> torch.Tensor:
