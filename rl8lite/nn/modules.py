@@ -123,8 +123,6 @@ class SequentialSkipConnection(Module[[Tensor, Tensor], Tensor]):
         torch.Size([2, 3, 4])
     """
 
-    kind: str | None
-
     def __init__(self, embed_dim: int, kind: str | None = "cat") -> None:
         super().__init__()
         check_skip_kind(kind)
