@@ -83,14 +83,6 @@ class GradientAverager:
         return flat[-1]
 
 
-def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
-    """Mean and population std of the union of equally sized groups from theirs:
-    ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
-    mean = torch.stack(means).mean()
-    second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
-    return mean, (second - mean.square()).clamp(min=0).sqrt()
-
-
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
     """A collect's statistics over every rank (means average, stds pool, counts add)."""
     pooled, world = dict(values), ranks.world_size
