@@ -278,8 +278,7 @@ class Rollout:
         final_values[:, :horizon] = buf[DataKeys.VALUES][:, :horizon]
         if self._final_obs is None:
             return
-        truncated = buf[DataKeys.TRUNCATED][:, :horizon, 0]
-        copies, steps = truncated.nonzero(as_tuple=True)
+        copies, steps = buf[DataKeys.TRUNCATED][:, :horizon, 0].nonzero(as_tuple=True)
         if copies.numel():
             final_obs = self._final_obs[copies, steps]
             final_values[copies, steps] = self.recurrence.final_obs_values(final_obs, copies, steps)

@@ -76,10 +76,9 @@ class Windowed(Feedforward):
 
     def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
-        num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
+        num_envs, horizon, device = buffer.batch_size[0], buffer.batch_size[1] - 1, buffer.device
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.entries = buffer, entries
-        device = buffer.device
         # per path: the store, its rows and a zero row (for padding), per window position steps back
         # from the last (offsets) and row offsets (positions), per buffer row the window's first
         self.stores: dict[Path, torch.Tensor] = {}
