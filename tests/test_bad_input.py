@@ -43,6 +43,7 @@ INVALID = [
     ("collect_chunk_size", "all", r"collect_chunk_size must be an int >= 1 or \"auto\" or None, received 'all'"),
     ("accumulate_grads", True, r"accumulate_grads=True needs more than one minibatch"),
     ("normalize_rewards", "yes", r"normalize_rewards must be a bool"),
+    ("cuda_graphs", 1, r"cuda_graphs must be True, False or 'auto', received 1"),
     ("optimizer_config", {"lr": -1.0}, r"optimizer_config\['lr'\] must be > 0"),
     ("optimizer_config", {"lr": float("inf")}, r"optimizer_config\['lr'\] must be finite, received inf"),
     ("optimizer_config", {"lr": float("nan")}, r"optimizer_config\['lr'\] must be finite, received nan"),

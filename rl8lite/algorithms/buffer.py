@@ -46,8 +46,7 @@ def buffer_state(buffer: TensorDict) -> dict[str, torch.Tensor]:
 def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> None:
     """Copy what :func:`buffer_state` returned into ``buffer`` (adding entries it lacks)."""
     for key, value in state.items():
-        parts = tuple(key.split("."))
-        path = parts[0] if len(parts) == 1 else parts
+        path = tuple(key.split("."))
         if path not in buffer.keys(include_nested=True):
             buffer[path] = value.to(buffer.device)
         else:

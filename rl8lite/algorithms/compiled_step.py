@@ -96,15 +96,14 @@ class CompiledMinibatchStep:
         self._inputs: tuple[Any, ...] = ()
         self.compiled: Callable[..., Tensor] | None = torch.compile(self._step, fullgraph=True)
 
-    def _state(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    def _state(self, params: list[Tensor]) -> tuple[list[Tensor], ...]:
         """The optimizer's state tensors, created as ``torch.optim.Adam`` does on first use."""
         state = self.optimizer.state
         for p in params:
             if not state[p]:
                 state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p),
                                 exp_avg_sq=torch.zeros_like(p))
-        return ([state[p]["exp_avg"] for p in params], [state[p]["exp_avg_sq"] for p in params],
-                [state[p]["step"] for p in params])
+        return tuple([state[p][key] for p in params] for key in ("exp_avg", "exp_avg_sq", "step"))
 
     def _optimizer_inputs(self) -> tuple[Any, ...]:
         """The step's parameters, options and state, read from the optimizer as its own step

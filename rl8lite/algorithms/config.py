@@ -135,10 +135,9 @@ class AlgorithmConfig:
         if self.horizons_per_env_reset == 0:
             raise ConfigError("horizons_per_env_reset must be > 0 (reset every k collects) or < 0"
                               " (reset once), received 0")
-        for name in ("vf_clip_param", "dual_clip_param", "target_kl_div", "max_grad_norm"):
-            if getattr(self, name) == math.inf:  # "no limit", as None says
-                setattr(self, name, None)
         for name, interval in _FLOAT_RANGES.items():
+            if interval.endswith(" or None") and getattr(self, name) == math.inf:
+                setattr(self, name, None)  # "no limit", as None says
             check_float(name, getattr(self, name), interval)
         if self.vf_loss not in ("squared", "smooth_l1"):
             raise ConfigError(f"vf_loss must be 'squared' or 'smooth_l1', received"
@@ -155,16 +154,14 @@ class AlgorithmConfig:
         if self.accumulate_grads and self.num_minibatches == 1:
             raise ConfigError("accumulate_grads=True needs more than one minibatch; set"
                               " sgd_minibatch_size below num_envs * horizon or disable it")
-        if not (isinstance(self.compile, bool) or self.compile == "auto"):
-            raise ConfigError(f"compile must be True, False or 'auto', received {self.compile!r}")
+        for name in ("compile", "cuda_graphs"):
+            if not (isinstance(value := getattr(self, name), bool) or value == "auto"):
+                raise ConfigError(f"{name} must be True, False or 'auto', received {value!r}")
         for name in ("tune_malloc", "shuffle_minibatches", "normalize_advantages",
                      "normalize_rewards", "normalize_observations", "accumulate_grads",
                      "enable_amp"):
             if not isinstance(value := getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, received {value!r}")
-        if self.cuda_graphs not in (True, False, "auto"):
-            raise ConfigError(f"cuda_graphs must be True, False or 'auto', received"
-                              f" {self.cuda_graphs!r}")
         try:
             validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule,
                               self.entropy_coeff_schedule_kind)

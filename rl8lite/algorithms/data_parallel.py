@@ -62,7 +62,7 @@ class GradientAverager:
     def __init__(self, params: list[torch.nn.Parameter], ranks: Ranks) -> None:
         self.params, self.ranks = params, ranks
         self.sizes = [p.numel() for p in params]
-        self.flat: torch.Tensor | None = None
+        self.flat = torch.empty(sum(self.sizes) + 1, dtype=params[0].dtype, device=params[0].device)
 
     def __call__(self, loss: torch.Tensor) -> torch.Tensor:
         """Average every gradient over ranks (a missing one as zeros); return the summed loss."""
@@ -70,9 +70,6 @@ class GradientAverager:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        if self.flat is None:
-            self.flat = torch.empty(sum(self.sizes) + 1, dtype=params[0].grad.dtype,
-                                    device=params[0].device)
         flat = self.flat
         torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1).to(flat.dtype)],
                   out=flat)
@@ -81,14 +78,6 @@ class GradientAverager:
         for p, part in zip(params, grads.split(self.sizes)):
             p.grad.copy_(part.view_as(p.grad))
         return flat[-1]
-
-
-def pooled_moments(means: list[torch.Tensor], stds: list[torch.Tensor]) -> Pair:
-    """Mean and population std of the union of equally sized groups from theirs:
-    ``std = sqrt(E[x^2] - E[x]^2)``, ``E[x^2] = mean(std^2 + mean^2)``."""
-    mean = torch.stack(means).mean()
-    second = torch.stack([s.square() + m.square() for m, s in zip(means, stds)]).mean()
-    return mean, (second - mean.square()).clamp(min=0).sqrt()
 
 
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:

@@ -107,8 +107,6 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
         return
     # min and max propagate NaN and show +-Inf without isfinite's whole-buffer temporaries
     flags = torch.stack([torch.isfinite(torch.stack(extrema(v))).all() for _, v in leaves])
-    if bool(flags.all()):
-        return
     for (name, value), ok in zip(leaves, flags.tolist()):
         if ok:
             continue
@@ -191,11 +189,7 @@ class Rollout:
         try:
             return self._steps(obs, deterministic, t)
         except Exception:
-            # a NaN/Inf from the env often breaks the policy a step later: name the cause
-            buf = self.buffer
-            seen = {DataKeys.OBS: buf[DataKeys.OBS][:, : t[0] + 1],
-                    DataKeys.REWARDS: buf[DataKeys.REWARDS][:, : t[0], 0]}
-            assert_finite(seen, env_name=self.env_name)
+            self.check_finite(t[0])  # a NaN/Inf from the env often breaks the policy a step later
             raise
 
     def captured_steps(self, key: tuple[bool, str]) -> None:
@@ -264,11 +258,12 @@ class Rollout:
         self.episodic, self._final_obs = episodic, final_obs_buf
         return obs
 
-    def check_finite(self) -> None:
-        """NaN/Inf in the collect's observations or rewards is an error naming copies and steps."""
-        rewards = self.buffer[DataKeys.REWARDS][:, : self.horizon, 0]
-        assert_finite({DataKeys.OBS: self.buffer[DataKeys.OBS], DataKeys.REWARDS: rewards},
-                      env_name=self.env_name)
+    def check_finite(self, steps: int | None = None) -> None:
+        """NaN/Inf in the observations or rewards of the first ``steps`` steps (default: all) is an
+        error naming copies and steps."""
+        t, buf = self.horizon if steps is None else steps, self.buffer
+        assert_finite({DataKeys.OBS: buf[DataKeys.OBS][:, : t + 1],
+                       DataKeys.REWARDS: buf[DataKeys.REWARDS][:, :t, 0]}, env_name=self.env_name)
 
     def fill_values(self, last_obs: Observation) -> None:
         """Every value the advantages need (V(final_obs) of truncated episodes too)."""
@@ -283,8 +278,7 @@ class Rollout:
         final_values[:, :horizon] = buf[DataKeys.VALUES][:, :horizon]
         if self._final_obs is None:
             return
-        truncated = buf[DataKeys.TRUNCATED][:, :horizon, 0]
-        copies, steps = truncated.nonzero(as_tuple=True)
+        copies, steps = buf[DataKeys.TRUNCATED][:, :horizon, 0].nonzero(as_tuple=True)
         if copies.numel():
             final_obs = self._final_obs[copies, steps]
             final_values[copies, steps] = self.recurrence.final_obs_values(final_obs, copies, steps)

@@ -10,7 +10,7 @@ from tensordict import TensorDict
 from ..data import DataKeys
 from ..nn.ppo import copy_slices
 from .buffer import episode_ends
-from .data_parallel import WholeBatch, pool_collect_stats, pooled_moments
+from .data_parallel import WholeBatch, pool_collect_stats
 
 _WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max",
                  "episodes/length_mean")
@@ -119,14 +119,12 @@ class CollectStatistics:
         horizon = buffer.batch_size[1] - 1
         rewards = buffer[DataKeys.REWARDS][:, :horizon, 0]
         ends = episode_ends(buffer) if episodic else None
-        returns = rewards.sum(1)
-        returns_std, returns_mean = torch.std_mean(returns, correction=0)
-        rewards_std, rewards_mean = torch.std_mean(rewards, correction=0)
-        rewards_min, rewards_max = extrema(rewards)
-        values = {"returns/min": returns.min(), "returns/max": returns.max(),
-                  "returns/mean": returns_mean, "returns/std": returns_std,
-                  "rewards/min": rewards_min, "rewards/max": rewards_max,
-                  "rewards/mean": rewards_mean, "rewards/std": rewards_std}
+        values: dict[str, torch.Tensor] = {}
+        for name, x in (("returns", rewards.sum(1)), ("rewards", rewards)):
+            low, high = extrema(x)
+            std, mean = torch.std_mean(x, correction=0)
+            values.update({f"{name}/min": low, f"{name}/max": high, f"{name}/mean": mean,
+                           f"{name}/std": std})
         if self.normalize_rewards:
             trace = discounted_return_trace(
                 rewards, self.discounted_return, gamma=self.gamma, episode_ends=ends,
@@ -186,10 +184,11 @@ def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
             merged[key] = min(values)
         elif key.endswith("/max"):
             merged[key] = max(values)
-        elif key.endswith("/std") and key.replace("/std", "/mean") in collects[0]:
-            as_tensors = lambda xs: [torch.tensor(x, dtype=torch.float64) for x in xs]
-            means = as_tensors(c[key.replace("/std", "/mean")] for c in collects)
-            merged[key] = float(pooled_moments(means, as_tensors(values))[1])
+        elif key.endswith("/std") and (mean_key := key.replace("/std", "/mean")) in collects[0]:
+            # the union's std: sqrt(E[x^2] - E[x]^2), with E[x^2] = mean(std^2 + mean^2)
+            means = torch.tensor([c[mean_key] for c in collects], dtype=torch.float64)
+            second = (torch.tensor(values, dtype=torch.float64).square() + means.square()).mean()
+            merged[key] = float((second - means.mean().square()).clamp(min=0).sqrt())
         else:
             merged[key] = sum(values) / len(values)
     return merged

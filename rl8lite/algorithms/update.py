@@ -48,12 +48,10 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
     """Scale the gradients by ``min(1, max_norm / (norm + 1e-6))`` in place, as
     ``torch.nn.utils.clip_grads_with_norm_`` does (``norm``: their total norm)."""
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
     if any(g.device != grads[0].device or g.dtype != grads[0].dtype for g in grads):
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
-        return
-    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    elif grads:
+        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
 
 
 class PPOUpdate:
@@ -246,9 +244,7 @@ class PPOUpdate:
         logp_rows = batch.rows[DataKeys.LOGP]
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.no_grad(), torch.random.fork_rng(devices=devices), self.autocast():
-            for start in range(0, size, chunk):
-                units = torch.arange(start, min(start + chunk, size), device=self.device,
-                                     dtype=dtype)
+            for units in torch.arange(size, device=self.device, dtype=dtype).split(chunk):
                 logp = self.evaluate(batch.gather(units))[0]
                 logp_rows[batch.unit_rows(units).reshape(-1)] = logp.float().reshape(-1, 1)
 

@@ -20,10 +20,9 @@ Path = tuple[str, ...]
 
 def windows_seen(model: Any, observation_spec: Spec) -> str | None:
     """A message naming the windows of past observations ``model`` sees, or ``None``."""
-    entries = plan_windows(model, observation_spec)
-    if not entries:
+    if not (entries := plan_windows(model, observation_spec)):
         return None
-    keys = sorted(_key(path) for path in entries)
+    keys = sorted(map(_key, entries))
     return f"{type(model).__name__} sees windows of past observations {keys} (view requirements)"
 
 
@@ -50,8 +49,7 @@ def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
                               f" {requirement.method.__name__}, which drops the first `shift` steps"
                               " of every sequence; a collect acts at every step: use"
                               " method='padded_rolling_window'")
-        for leaf in covered:
-            sizes[leaf] = requirement.shift + 1
+        sizes.update(dict.fromkeys(covered, requirement.shift + 1))
     return {path: size for path, size in sizes.items() if size > 1}
 
 
@@ -63,12 +61,10 @@ def _key(path: Path) -> str:
     return ".".join((DataKeys.OBS, *path))
 
 
-def _padded(window: torch.Tensor, padding: torch.Tensor, *, inplace: bool = False,
-            zeroed: bool = False) -> TensorDict:
+def _padded(window: torch.Tensor, padding: torch.Tensor, *, zeroed: bool = False) -> TensorDict:
     """``{INPUTS: window zeroed at padding, PADDING_MASK: padding}``, batch ``[B, size]``."""
     if not zeroed:
-        mask = padding.reshape(*padding.shape, *[1] * (window.dim() - 2))
-        window = window.masked_fill_(mask, 0) if inplace else window.masked_fill(mask, 0)
+        window = window.masked_fill(padding.reshape(*padding.shape, *[1] * (window.dim() - 2)), 0)
     # unvalidated (the shapes are right by construction): saves a few us per step or chunk
     return TensorDict._new_unsafe({DataKeys.INPUTS: window, DataKeys.PADDING_MASK: padding},
                                   batch_size=padding.shape)
@@ -80,10 +76,9 @@ class Windowed(Feedforward):
 
     def __init__(self, policy: Policy, buffer: TensorDict, entries: dict[Path, int],
                  chunk_rows: int | None, *, compile_sampling: bool = False) -> None:
-        num_envs, horizon = buffer.batch_size[0], buffer.batch_size[1] - 1
+        num_envs, horizon, device = buffer.batch_size[0], buffer.batch_size[1] - 1, buffer.device
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.entries = buffer, entries
-        device = buffer.device
         # per path: the store, its rows and a zero row (for padding), per window position steps back
         # from the last (offsets) and row offsets (positions), per buffer row the window's first
         self.stores: dict[Path, torch.Tensor] = {}
@@ -163,7 +158,7 @@ class Windowed(Feedforward):
             # the windows ending at every buffer column, [N, T + 1, size, ...] (a strided view)
             every = self.stores[path].unfold(1, size, 1).movedim(-1, 2)
             window = torch.cat([every[copies, steps, 1:], _entry(final_obs, path).unsqueeze(1)], 1)
-            windows[path] = _padded(window, self.offsets[path] > before + 1, inplace=True)
+            windows[path] = _padded(window, self.offsets[path] > before + 1)
         return Feedforward.values(self, _with_windows(final_obs, windows))
 
     def first_step_inputs(self, obs: Observation) -> Observation:
