@@ -16,8 +16,11 @@ from .specs import Categorical as CategoricalSpec
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 # -1/2 and log sqrt(2 pi) for CPU tensors: a Python number costs a conversion per call, and
-# float64 0-dim operands give the same results in every dtype
-_CPU_TERMS = tuple(torch.tensor(c, dtype=torch.float64) for c in (-0.5, _LOG_SQRT_2PI))
+# float64 0-dim operands give the same results in every dtype (normal CPU tensors, whatever
+# the default device, and even when imported under inference mode: autograd saves them)
+with torch.inference_mode(False):
+    _CPU_TERMS = tuple(torch.tensor(c, dtype=torch.float64, device="cpu")
+                       for c in (-0.5, _LOG_SQRT_2PI))
 _SQUASH_EPS = 1e-6  # keeps atanh finite for actions exactly on a bound
 _TINY = torch.finfo(torch.float32).tiny
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -130,13 +133,16 @@ class Categorical(Distribution):
 
 
 class Normal(Distribution):
-    """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2])."""
+    """Diagonal Gaussian; features are ``mean ‖ log_std`` (log-std clamped to [-20, 2]), or the
+    pair ``(mean, log_std)`` apart, a log-std ``[n]`` then serving every row."""
 
     def __init__(self, features: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
                  action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
         if isinstance(features, tuple):  # apart: the mean [B, n] and a log-std [n] for every row
-            self.mean, log_std = features[0], features[1].expand_as(features[0])
+            mean, log_std = features
+            dtype = torch.promote_types(mean.dtype, log_std.dtype)  # as their concatenation's
+            self.mean, log_std = mean.to(dtype), log_std.to(dtype).expand_as(mean)
         else:
             self.mean, log_std = features.chunk(2, dim=-1)
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
@@ -185,7 +191,8 @@ class SquashedNormal(Normal):
     ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``; the entropy is the one-sample
     estimate ``-log p(a)`` at a fresh reparameterised sample."""
 
-    def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
+    def __init__(self, features: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+                 action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)
         low = action_spec.low.to(self.mean.device, self.mean.dtype).reshape(1, -1)
         high = action_spec.high.to(self.mean.device, self.mean.dtype).reshape(1, -1)

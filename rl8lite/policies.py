@@ -44,8 +44,9 @@ class Policy(nn.Module):
     """
 
     default_model_cls: type[Model] = DefaultModel
-    #: Whether the default model's Gaussian mean and log-std reach the distribution apart
-    #: (sampling skips their concatenation and split, a third of a small batch's sample).
+    #: Whether the default model's Gaussian mean and log-std may reach the distribution apart
+    #: (rl8lite's Normal/SquashedNormal, checked per call): sampling then skips their
+    #: concatenation and split, a third of a small batch's sample.
     _gaussian_parts = False
 
     def __init__(self, observation_spec: Spec, action_spec: Spec, /, *,
@@ -66,7 +67,7 @@ class Policy(nn.Module):
         self._gaussian_parts = (getattr(type(model), "forward_features", None)
                                 is DefaultModel.forward_features
                                 and getattr(model, "log_std", None) is not None
-                                and distribution_cls in (Normal, SquashedNormal))
+                                and type(self).distribution is Policy.distribution)
         network = stateless(model)
         # a plain attribute, not a submodule: the adapter holds the model registered above
         self._adapter = None if network is model else network
@@ -115,7 +116,7 @@ class Policy(nn.Module):
         network, obs = self.network, self.normalize(obs)
         if not self.separable:
             features = network(obs)[0]
-        elif self._gaussian_parts:
+        elif self._gaussian_parts and self.distribution_cls in (Normal, SquashedNormal):
             features = network.actor_outputs(obs)
         else:
             features = network.forward_features(obs)

@@ -57,8 +57,8 @@ class TensorSpec:
             raise SpecError(f"{key}: expected a torch.Tensor, received {type(value).__name__}")
         ndim = len(self.shape)
         if value.ndim < ndim or tuple(value.shape[value.ndim - ndim :]) != tuple(self.shape):
-            raise SpecError(f"{key}: expected shape [..., {', '.join(map(str, self.shape))}],"
-                            f" received {list(value.shape)}")
+            expected = ", ".join(["...", *map(str, self.shape)])  # batch dims, then the spec's
+            raise SpecError(f"{key}: expected shape [{expected}], received {list(value.shape)}")
         if value.dtype != self.dtype:
             raise SpecError(f"{key}: expected dtype {self.dtype}, received {value.dtype}")
         if check_values:

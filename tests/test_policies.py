@@ -4,6 +4,8 @@ answers rl8lite's own methods give on the same inputs."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -168,3 +170,35 @@ def test_sample_actions_draws_what_the_concatenated_features_give(distribution_c
             expected, expected_logp = dist.sample_with_logp()
     assert torch.equal(actions, expected) and torch.equal(logp, expected_logp)
     assert logp.shape == (7, 1)
+
+
+def test_gaussian_parts_follow_the_class_given_later_and_autocasts_promotion() -> None:
+    obs_spec, action_spec = Unbounded(3), Bounded(-2.0, 2.0, shape=[2])
+    policy = Policy(obs_spec, action_spec, distribution_cls=Normal)
+    obs = obs_spec.rand([5])
+    policy.distribution_cls = OwnNormal  # a user's class: one features tensor, as before
+    with torch.no_grad():
+        assert policy.sample_actions(obs)[0].shape == (5, 2)
+        policy.distribution_cls = Normal
+        # under autocast the concatenation promoted a bf16 mean to the float32 log-std
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.manual_seed(0)
+            actions, logp = policy.sample_actions(obs)
+            torch.manual_seed(0)
+            expected = Normal(policy.model.forward_features(obs), action_spec).sample_with_logp()
+    assert logp.dtype == torch.float32
+    assert torch.equal(actions, expected[0]) and torch.equal(logp, expected[1])
+
+
+def test_rl8lite_imported_under_inference_mode_still_trains_a_gaussian_policy() -> None:
+    # its module-level tensors are normal tensors: an update saves them for backward
+    code = ("import torch\n"
+            "with torch.inference_mode():\n"
+            "    import rl8lite\n"
+            "from rl8lite.env import ContinuousDummyEnv\n"
+            "algo = rl8lite.Algorithm(ContinuousDummyEnv, num_envs=4, horizon=4, device='cpu')\n"
+            "algo.collect()\n"
+            "print(algo.step()['losses/total'])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr

@@ -214,3 +214,25 @@ def test_the_examples_in_the_docstrings_run(name: str) -> None:
     import importlib
 
     assert doctest.testmod(importlib.import_module(name)).failed == 0
+
+
+def test_a_later_view_requirement_overrides_an_earlier_nested_one_in_order() -> None:
+    # rl8 applies the requirements one after another: the whole "obs" set last replaces the
+    # window that ("obs", "position") made before it, as the collect and update read it.
+    model = Model(Composite(position=Unbounded(2)), DiscreteDummyEnv(1).action_spec)
+    model.view_requirements.clear()
+    model.view_requirements[(DataKeys.OBS, "position")] = ViewRequirement(shift=2)
+    model.view_requirements[DataKeys.OBS] = ViewRequirement()
+    obs = TensorDict({"position": torch.randn(3, 4, 2)}, batch_size=[3, 4])
+    inputs = model.apply_view_requirements(TensorDict({DataKeys.OBS: obs}, batch_size=[3, 4]))
+    assert torch.equal(inputs[DataKeys.OBS, "position"], obs["position"][:, -1])
+
+
+def test_pickles_naming_the_former_module_of_the_recurrent_models_load() -> None:
+    import pickle
+
+    from rl8lite.models import DefaultRecurrentModel
+
+    old = b"crl8lite.models.recurrent\nDefaultRecurrentModel\np0\n."  # pickled by reference
+    assert pickle.loads(old) is DefaultRecurrentModel
+    assert pickle.loads(old.replace(b"DefaultRecurrentModel", b"RecurrentModel")) is RecurrentModel

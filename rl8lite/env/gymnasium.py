@@ -57,6 +57,7 @@ class GymnasiumEnv(Env):
 
         self._next_seed: int | None = _first_seed(self.seed, num_envs)
         self._on_cpu = self.device.type == "cpu"
+        self._out_device = torch.empty(0, device=self.device).device  # "cuda" as "cuda:0"
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
         env_fns = [functools.partial(make_copy, self.source, kw, i) for i, kw in enumerate(kwargs)]
         self._vector = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
@@ -115,7 +116,7 @@ class GymnasiumEnv(Env):
             DataKeys.TERMINATED: self._column(terminated),
             DataKeys.TRUNCATED: self._column(truncated),
             DataKeys.FINAL_OBS: final_obs,
-        }, batch_size=torch.Size([n]), device=self.device)
+        }, batch_size=torch.Size([n]), device=self._out_device)
 
     def _column(self, array: np.ndarray) -> torch.Tensor:
         """A vector env's fresh per-copy array as ``[num_envs, 1]`` (shared on a CPU)."""

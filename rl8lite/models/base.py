@@ -64,7 +64,10 @@ class Model(nn.Module):
             self.validate_view_requirements()
         out = {key: (view.apply_all if kind == "all" else view.apply_last)(key, batch)
                for key, view in self.view_requirements.items()}
-        return TensorDict(out, batch_size=[next(iter(out.values())).shape[0]], device=batch.device)
+        result = TensorDict({}, batch_size=[next(iter(out.values())).shape[0]], device=batch.device)
+        for key, item in out.items():  # in order: a later entry overrides an earlier nested one
+            result.set(key, item)
+        return result
 
     @property
     def drop_size(self) -> int:

@@ -31,7 +31,10 @@ def _amd_cpu() -> bool:
 TANH_VIA_SIGMOID = _amd_cpu()
 
 
-_MINUS_ONE = torch.tensor(-1.0)  # a tensor operand: a Python number costs a conversion per call
+# a tensor operand (a Python number costs a conversion per call), on the CPU whatever the
+# default device, and a normal tensor even when rl8lite is imported under inference mode
+with torch.inference_mode(False):
+    _MINUS_ONE = torch.tensor(-1.0, dtype=torch.float32, device="cpu")
 
 
 def _tanh_via_sigmoid_(x: Tensor) -> Tensor:

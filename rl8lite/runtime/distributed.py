@@ -75,7 +75,7 @@ class Ranks:
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Rank ``src``'s ``obj`` (gathered: for set-up, not the hot path)."""
-        return self.all_gather_object(obj)[src]
+        return self.all_gather_object(obj)[src] if self.distributed else obj
 
     def agree(self, flags: Sequence[float]) -> list[float]:
         """The largest value of each flag over all ranks: a decision taken on any rank (a stop,

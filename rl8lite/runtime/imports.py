@@ -13,7 +13,6 @@ from typing import Any
 MOVED_MODULES = {
     "rl8lite.models.mlp": "rl8lite.models.default",
     "rl8lite.models.lstm": "rl8lite.models.default",
-    "rl8lite.models.recurrent": "rl8lite.models.default",
     "rl8lite.models._base": "rl8lite.models.base",
     "rl8lite.algorithm": "rl8lite.algorithms",
     "rl8lite.config": "rl8lite.algorithms",
