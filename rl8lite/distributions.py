@@ -141,8 +141,10 @@ class Normal(Distribution):
         super().__init__(features, action_spec, **kwargs)
         if isinstance(features, tuple):  # apart: the mean [B, n] and a log-std [n] for every row
             mean, log_std = features
-            dtype = torch.promote_types(mean.dtype, log_std.dtype)  # as their concatenation's
-            self.mean, log_std = mean.to(dtype), log_std.to(dtype).expand_as(mean)
+            if mean.dtype != log_std.dtype:  # promoted as their concatenation would be (autocast)
+                dtype = torch.promote_types(mean.dtype, log_std.dtype)
+                mean, log_std = mean.to(dtype), log_std.to(dtype)
+            self.mean, log_std = mean, log_std.expand_as(mean)
         else:
             self.mean, log_std = features.chunk(2, dim=-1)
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
