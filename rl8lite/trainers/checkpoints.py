@@ -175,8 +175,9 @@ def read_for_resume(path_or_run_id: str | Path, tracking_uri: str | None, *,
     path = Path(path_or_run_id)
     if path.is_dir() or (path.name == files.LATEST and path.is_file()):
         folder = path if path.is_dir() else path.parent  # its 'latest', else the most env steps
-        numbered = files.numbered_checkpoints(folder)
-        path = files.latest_in(folder) or (numbered[-1][1] if numbered else None)
+        path = files.latest_in(folder)
+        if path is None and (numbered := files.numbered_checkpoints(folder)):
+            path = numbered[-1][1]
         if path is None:
             raise files.CheckpointError(
                 f"{str(folder)!r} is a folder without a 'latest' record or checkpoint-*.pt files:"
