@@ -26,11 +26,13 @@ import torch
 
 from rl8lite import Algorithm
 from rl8lite.data import DataKeys
-from rl8lite.examples import CartPole, frame_stacked
+from rl8lite.examples import CartPole
 from rl8lite.models import Model
 from rl8lite.views import ViewRequirement
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # frame_stacked is a test fixture
+from helpers import frame_stacked
 from provenance import write_results
 from timing import collect_and_update_ms, spread
 

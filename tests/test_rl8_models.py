@@ -207,7 +207,7 @@ def test_rl8lites_own_models_pass_through_unadapted() -> None:
 
 @pytest.mark.parametrize("name", [
     "rl8lite.models.base", "rl8lite.models.rl8_style", "rl8lite.policies", "rl8lite.distributions",
-    "rl8lite.examples.frame_stack", "rl8lite.tracking.rl8_policy_model",
+    "rl8lite.tracking.rl8_policy_model",
 ])
 def test_the_examples_in_the_docstrings_run(name: str) -> None:
     import doctest

@@ -1,7 +1,7 @@
 """View requirements in training: the windows a model sees in the collect and the update.
 
 Known answers come two independent ways: an env that stacks its own frames
-(:func:`rl8lite.examples.frame_stacked`) must train bit for bit like a model that asks for
+(:func:`tests.helpers.frame_stacked`) must train bit for bit like a model that asks for
 the same window with a view requirement, and on :class:`EpisodicCounter`, whose
 observation is the step's index in its episode, every window is written out by hand.
 """
@@ -17,12 +17,12 @@ from tensordict import TensorDict
 
 from rl8lite import Algorithm, ConfigError, RecurrentAlgorithm, RecurrentAlgorithmConfig
 from rl8lite.data import DataKeys
-from rl8lite.examples import CartPole, frame_stacked
+from rl8lite.examples import CartPole
 from rl8lite.models import DefaultRecurrentModel, Model
 from rl8lite.runtime.checkpoint_files import capture_rng, restore_rng
 from rl8lite.views import ViewRequirement
 
-from .helpers import EpisodicCounter, MaskedChoice
+from .helpers import EpisodicCounter, MaskedChoice, frame_stacked
 
 FRAMES = 4
 

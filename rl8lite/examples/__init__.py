@@ -2,9 +2,8 @@
 Go2 walking task (Genesis imported only when a :class:`Go2` is built)."""
 
 from .cartpole import CartPole
-from .frame_stack import frame_stacked
 from .go2 import Go2
 from .mountain_car import MountainCar, MountainCarContinuous
 from .pendulum import Pendulum
 
-__all__ = ["CartPole", "Go2", "MountainCar", "MountainCarContinuous", "Pendulum", "frame_stacked"]
+__all__ = ["CartPole", "Go2", "MountainCar", "MountainCarContinuous", "Pendulum"]
