@@ -65,25 +65,14 @@ class Go2(Env):
     """Unitree Go2 learning to walk at a commanded velocity in Genesis: ``N`` copies in one
     scene, each resetting itself when it falls (roll or pitch past 10 degrees: terminated) or
     after 20 s (1001 steps: truncated). Build it once per process and pass the instance (the
-    scene compiles for tens of seconds; the first build initialises Genesis on ``device``'s
-    backend, and every later one shares it).
+    scene compiles for tens of seconds; Genesis is initialised once, on ``device``'s backend).
 
     Observation (45, scaled by ``OBS_SCALES``): base angular velocity, projected gravity,
     commands, joint positions minus the default pose, joint velocities, last action; action
     (12): joint position offsets from the default pose (x0.25), applied one step late as on the
-    real robot. The reward sums Genesis's example's terms at its scales; :meth:`reward_terms`
-    reports each. Parameters: ``DEFAULTS``; ``random_episode_start=False`` evaluates whole
-    episodes. ``camera=True`` adds a camera following copy 0 for :meth:`render` (rollout videos).
-    Requires ``pip install rl8lite[genesis]`` (the examples skip: a first build takes a minute).
-
-    Examples:
-        >>> from rl8lite import Algorithm
-        >>> from rl8lite.examples import Go2
-        >>> from rl8lite.examples.configs import GO2
-        >>> env = Go2(256, 24)  # doctest: +SKIP
-        >>> algo = Algorithm(env, **GO2, sgd_minibatch_size=256 * 24 // 4)  # doctest: +SKIP
-        >>> algo.collect()["rewards/mean"] < 0.0  # doctest: +SKIP
-        True
+    real robot. The reward sums Genesis's example's terms (:meth:`reward_terms` reports each).
+    Parameters: ``DEFAULTS`` (``random_episode_start=False`` evaluates whole episodes);
+    ``camera=True`` adds a camera following copy 0 for :meth:`render`. Needs the ``genesis`` extra.
     """
 
     max_episode_steps: ClassVar[int] = MAX_EPISODE_LENGTH + 1
@@ -135,8 +124,7 @@ class Go2(Env):
         self._read_state()
 
     def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
-        self.params = p = apply_env_config(type(self).__name__, {**DEFAULTS, **self.config},
-                                           config)
+        self.params = p = apply_env_config(type(self).__name__, {**DEFAULTS, **self.config}, config)
         self.robot.set_dofs_kp([p["kp"]] * 12, self.motor_dofs)
         self.robot.set_dofs_kv([p["kd"]] * 12, self.motor_dofs)
         self._reset_copies(None)
