@@ -63,10 +63,8 @@ class ClassicControl(Env):
         torch.where(done, self._initial_states(), self.state, out=self.state)
         self.elapsed.masked_fill_(done, 0)
         return TensorDict({
-            DataKeys.OBS: self._observe(self.state),
-            DataKeys.FINAL_OBS: final_obs,
-            DataKeys.REWARDS: rewards.float(),
-            DataKeys.TERMINATED: terminated,
+            DataKeys.OBS: self._observe(self.state), DataKeys.FINAL_OBS: final_obs,
+            DataKeys.REWARDS: rewards.float(), DataKeys.TERMINATED: terminated,
             DataKeys.TRUNCATED: truncated,
         }, batch_size=[self.num_envs], device=self.device)
 

@@ -56,9 +56,8 @@ class CartPole(ClassicControl):
         cos, sin = torch.cos(theta), torch.sin(theta)
         # https://coneural.org/florian/papers/05_cart_pole.pdf
         temp = (force + pole_mass_length * theta_dot.square() * sin) / total_mass
-        theta_acc = (p["gravity"] * sin - cos * temp) / (
-            p["length"] * (4.0 / 3.0 - p["pole_mass"] * cos.square() / total_mass)
-        )
+        theta_acc = ((p["gravity"] * sin - cos * temp)
+                     / (p["length"] * (4.0 / 3.0 - p["pole_mass"] * cos.square() / total_mass)))
         x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
         tau = p["tau"]
         if p["kinematics_integrator"] == "euler":

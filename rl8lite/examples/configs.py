@@ -28,9 +28,8 @@ PENDULUM: dict[str, Any] = {
 
 #: rl8's own CartPole example (``benchmarks/rl8_cartpole.py``: infinite horizon, reward minus
 #: the state errors) at rl8's horizon and reset rule, so ``returns/mean`` means the same as rl8's.
-RL8_CARTPOLE: dict[str, Any] = {
-    **CARTPOLE, "horizon": 64, "horizons_per_env_reset": 1, "gamma": 0.95,
-}
+RL8_CARTPOLE: dict[str, Any] = {**CARTPOLE, "horizon": 64, "horizons_per_env_reset": 1,
+                                "gamma": 0.95}
 
 #: Go2 with the PPO settings of Genesis's rsl_rl example (24 steps per collect; its 4 minibatches
 #: are ``sgd_minibatch_size=num_envs * 24 // 4``). rsl_rl's value coefficient 1.0 is rl8lite's

@@ -31,9 +31,6 @@ class Pendulum(ClassicControl):
         >>> env = Pendulum(4)
         >>> env.reset(config={"g": 9.81}).shape
         torch.Size([4, 3])
-        >>> out = env.step(env.action_spec.rand([4]))
-        >>> out["rewards"].shape, bool(out["truncated"].any())
-        (torch.Size([4, 1]), False)
     """
 
     defaults: ClassVar[dict[str, Any]] = DEFAULTS
