@@ -1,5 +1,4 @@
-"""Batched, torch-native versions of Gymnasium's classic control environments, and Genesis's
-Go2 walking task (Genesis imported only when a :class:`Go2` is built)."""
+"""Gymnasium's classic control envs batched in torch, and Genesis's Go2 (imported lazily)."""
 
 from .cartpole import CartPole
 from .go2 import Go2

@@ -1,2 +1,1 @@
-"""Process plumbing: signals, malloc settings, memory accounting, checkpoint files,
-classes by dotted path and seeding. Nothing here knows PPO or MLflow."""
+"""Process plumbing: signals, memory, checkpoint files, dotted paths, ranks; no PPO or MLflow."""

@@ -1,6 +1,5 @@
 """Data-parallel training processes (``torchrun``): the process group, collectives, and failures
-(a failing rank posts its error to the job's store, so the others' next collective raises a
-:class:`DistributedError` naming it; a watchdog ends a rank still blocked in NCCL)."""
+shared through the job's store (a watchdog ends a rank still blocked in NCCL)."""
 
 from __future__ import annotations
 

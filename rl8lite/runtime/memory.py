@@ -45,11 +45,10 @@ def device_memory(device: torch.device) -> dict[str, float]:
             "memory/percent": 100.0 * (total - free) / total}
 
 
-def user_malloc_settings(environ: dict[str, str] | None = None) -> list[str]:
+def user_malloc_settings() -> list[str]:
     """The environment variables set that tune glibc malloc (``MALLOC_*``, ``GLIBC_TUNABLES``)."""
-    environ = dict(os.environ) if environ is None else environ
-    names = [name for name in environ if name.startswith("MALLOC_")]
-    if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+    names = [name for name in os.environ if name.startswith("MALLOC_")]
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         names.append("GLIBC_TUNABLES")
     return names
 
