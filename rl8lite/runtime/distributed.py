@@ -25,9 +25,8 @@ class DistributedError(RuntimeError):
 
 
 class Ranks:
-    """This process's ``rank`` among ``world_size`` processes (``local_rank`` on its machine),
-    and the collectives between them (no-ops on a single process; ``collective_seconds``: their
-    wall time so far)."""
+    """This process's ``rank`` of ``world_size`` (``local_rank`` on its machine) and collectives
+    between the ranks (no-ops in one process; ``collective_seconds``: their wall time so far)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> None:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
@@ -220,8 +219,7 @@ def check_backend(backend: str, device: torch.device) -> None:
                       " the host; NCCL is faster", RuntimeWarning, stacklevel=3)
 
 
-def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0
-                       ) -> tuple[Ranks, torch.device]:
+def join_process_group(device_setting: Any) -> tuple[Ranks, torch.device]:
     """This process's :class:`Ranks` and device, joining the default process group where one is
     initialised or ``torchrun`` asks for several processes (starting it: gloo or NCCL)."""
     _, world_size, local_rank = process_rank()
@@ -233,7 +231,7 @@ def join_process_group(device_setting: Any, *, timeout_s: float = 1800.0
     started = not dist.is_initialized()
     if started:
         backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30),
                                 device_id=device if device.type == "cuda" else None)
     check_backend(dist.get_backend(), device)
     ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank)

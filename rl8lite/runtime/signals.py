@@ -7,10 +7,9 @@ import signal
 import threading
 import warnings
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from typing_extensions import Self
+from typing_extensions import Self
 
 
 class SignalRequests:
