@@ -83,8 +83,7 @@ class MountainCar(_MountainCar):
 
     Examples:
         >>> from rl8lite.examples import MountainCar
-        >>> env = MountainCar(4)
-        >>> env.reset(config={"force_mag": 0.002}).shape
+        >>> MountainCar(4).reset(config={"force_mag": 0.002}).shape
         torch.Size([4, 2])
     """
 
@@ -111,8 +110,7 @@ class MountainCarContinuous(_MountainCar):
 
     Examples:
         >>> from rl8lite.examples import MountainCarContinuous
-        >>> env = MountainCarContinuous(4)
-        >>> env.reset(config={"power": 0.002}).shape
+        >>> MountainCarContinuous(4).reset(config={"power": 0.002}).shape
         torch.Size([4, 2])
     """
 

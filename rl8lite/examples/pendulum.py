@@ -28,8 +28,7 @@ class Pendulum(ClassicControl):
 
     Examples:
         >>> from rl8lite.examples import Pendulum
-        >>> env = Pendulum(4)
-        >>> env.reset(config={"g": 9.81}).shape
+        >>> Pendulum(4).reset(config={"g": 9.81}).shape
         torch.Size([4, 3])
     """
 
