@@ -58,12 +58,7 @@ def mask_from_lengths(x: Tensor, lengths: Tensor, /) -> Tensor:
 def masked_avg(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1,
                keepdim: bool = False) -> Tensor:
     """The mean of ``x`` along ``dim`` over its valid values (NaN where none is); ``mask``
-    covers ``x``'s leading dims, and a float one weights the values.
-
-    Examples:
-        >>> masked_avg(torch.tensor([[1.0, 2.0, 9.0]]), mask=torch.tensor([[True, True, False]]))
-        tensor([1.5000])
-    """
+    covers ``x``'s leading dims, and a float one weights the values."""
     if mask is None:
         return x.mean(dim=dim, keepdim=keepdim)
     mask = _expand_mask(mask, x)
@@ -93,14 +88,7 @@ def masked_log_softmax(x: Tensor, /, *, mask: Tensor | None = None, dim: int = -
 def masked_categorical_sample(x: Tensor, /, *, mask: Tensor | None = None,
                               dim: int = 1) -> tuple[Tensor, Tensor]:
     """``(logits, samples)``: one valid category ``[B, ..., 1]`` drawn per row of logits ``x``
-    ``[B, ..., N]``, and the (masked) logits at it along ``dim``.
-
-    Examples:
-        >>> mask = torch.tensor([[0, 1, 0], [1, 0, 0]])
-        >>> masked_categorical_sample(torch.zeros(2, 3), mask=mask)[1]
-        tensor([[1],
-                [0]])
-    """
+    ``[B, ..., N]``, and the (masked) logits at it along ``dim``."""
     x = _masked_lowest(x, mask)
     samples = torch.distributions.Categorical(logits=x, validate_args=False).sample().unsqueeze(-1)
     return x.gather(dim, samples), samples

@@ -66,13 +66,7 @@ def get_activation(name: str, /, **params: Any) -> nn.Module:
 
 class MLP(nn.Sequential, Module[[Tensor], Tensor]):
     """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``; ``hiddens`` are the
-    output widths of the linear layers, ``norm_layer`` a class built with each hidden width.
-
-    Examples:
-        >>> mlp = MLP(4, [8, 2], norm_layer=torch.nn.LayerNorm)
-        >>> [type(layer).__name__ for layer in mlp], mlp(torch.zeros(3, 4)).shape
-        (['Linear', 'LayerNorm', 'ReLU', 'Linear'], torch.Size([3, 2]))
-    """
+    output widths of the linear layers, ``norm_layer`` a class built with each hidden width."""
 
     def __init__(self, input_dim: int, hiddens: Sequence[int], /, *, activation_fn: str = "relu",
                  norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None, bias: bool = True,
@@ -198,13 +192,7 @@ class CrossAttention(_AttentionBlock, Module[[Tensor, Tensor, _Mask, _Mask], Ten
 
 class SelfAttention(_AttentionBlock, Module[[Tensor, _Mask, _Mask], Tensor]):
     """A sequence ``[B, X, E]`` attends to itself, then a feedforward network (a pre-norm
-    transformer layer); arguments as :class:`CrossAttention`'s.
-
-    Examples:
-        >>> block = SelfAttention(8, num_heads=2, hidden_dim=16, skip_kind="residual")
-        >>> block(torch.randn(1, 3, 8), key_padding_mask=torch.tensor([[True, False, False]])).shape
-        torch.Size([1, 3, 8])
-    """
+    transformer layer); arguments as :class:`CrossAttention`'s."""
 
     _norms = ("x_norm",)
 
@@ -216,13 +204,7 @@ class SelfAttention(_AttentionBlock, Module[[Tensor, _Mask, _Mask], Tensor]):
 
 class SelfAttentionStack(Module[[Tensor, _Mask, _Mask], Tensor]):
     """``module`` applied ``num_layers`` times with the same masks; with ``share_parameters``
-    every layer is ``module`` itself, else a copy.
-
-    Examples:
-        >>> stack = SelfAttentionStack(SelfAttention(8, hidden_dim=16), 3, share_parameters=True)
-        >>> stack.layers[0] is stack.layers[2], stack(torch.randn(2, 4, 8)).shape
-        (True, torch.Size([2, 4, 8]))
-    """
+    every layer is ``module`` itself, else a copy."""
 
     def __init__(self, module: SelfAttention, num_layers: int, /, *,
                  share_parameters: bool = False) -> None:
