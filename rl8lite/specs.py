@@ -293,9 +293,3 @@ __all__ = [
     "DiscreteTensorSpec", "MultiCategorical", "Spec", "SpecError", "TensorSpec", "Unbounded",
     "UnboundedContinuousTensorSpec", "spec_leaves",
 ]
-
-
-def as_spec_dtype(x: torch.Tensor, spec: Any) -> torch.Tensor:
-    """``x`` in ``spec``'s dtype, if it has one."""
-    dtype = getattr(spec, "dtype", None)
-    return x if dtype is None or x.dtype == dtype else x.to(dtype)
