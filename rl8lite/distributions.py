@@ -1,6 +1,5 @@
-"""Action distributions, made per forward pass from a model's features ``[B, num_inputs]``,
-unvalidated (that costs more than the math on small batches). Log-probabilities and entropies
-are ``[B, 1]``; samples are ``[B, *action_spec.shape]``."""
+"""Action distributions of a model's features ``[B, num_inputs]``, unvalidated (checks cost more
+than the math): samples ``[B, *action_spec.shape]``, log-probabilities and entropies ``[B, 1]``."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from .specs import Bounded, Spec, Unbounded
 from .specs import Categorical as CategoricalSpec
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-# -1/2 and log sqrt(2 pi) for CPU tensors: a Python number costs a conversion per call, and
-# float64 0-dim operands give the same results in every dtype (normal CPU tensors, whatever
-# the default device, and even when imported under inference mode: autograd saves them)
+# -1/2 and log sqrt(2 pi) as float64 0-dim CPU tensors (a Python number costs a conversion per
+# call; same results in every dtype), normal tensors even if imported under inference mode
 with torch.inference_mode(False):
     _CPU_TERMS = tuple(torch.tensor(c, dtype=torch.float64, device="cpu")
                        for c in (-0.5, _LOG_SQRT_2PI))
@@ -44,13 +42,7 @@ class Distribution(ABC):
 
     @staticmethod
     def default_dist_cls(action_spec: Spec, /) -> type[Distribution]:
-        """rl8's name for :func:`default_distribution_cls`.
-
-        Examples:
-            >>> from rl8lite.specs import Categorical as CategoricalSpec
-            >>> Distribution.default_dist_cls(CategoricalSpec(3, shape=[1])).__name__
-            'Categorical'
-        """
+        """rl8's name for :func:`default_distribution_cls`."""
         return default_distribution_cls(action_spec)
 
     @abstractmethod
@@ -77,15 +69,7 @@ class Distribution(ABC):
 
 class Categorical(Distribution):
     """Categorical over ``action_spec.n`` actions; masked actions get log-probability
-    ``finfo.min`` (never sampled, never the deterministic action, no entropy).
-
-    Examples:
-        >>> from rl8lite.specs import Categorical as CategoricalSpec
-        >>> dist = Categorical(torch.zeros(5, 3), CategoricalSpec(3, shape=[1]))
-        >>> actions = dist.sample()
-        >>> actions.shape, dist.logp(actions).shape
-        (torch.Size([5, 1]), torch.Size([5, 1]))
-    """
+    ``finfo.min`` (never sampled, never the deterministic action, no entropy)."""
 
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)

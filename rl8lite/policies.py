@@ -15,11 +15,9 @@ from .data import DataKeys, Device
 from .distributions import Distribution, Normal, SquashedNormal, default_distribution_cls
 from .models import DefaultModel, DefaultRecurrentModel, Model, RecurrentModel
 from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features, stateless
-from .nn.normalization import ObservationNormalizer
-from .specs import Spec, as_spec_dtype
+from .nn.normalization import Observation, ObservationNormalizer
+from .specs import Spec
 from .views import ViewKind
-
-Observation = torch.Tensor | TensorDict
 
 __all__ = ["Policy", "RecurrentPolicy", "build_policy"]  # and, imported on use, rl8's MLflow models
 
@@ -125,9 +123,11 @@ class Policy(nn.Module):
     def _draw(self, dist: Distribution, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if deterministic:
             actions = dist.deterministic_sample()
-            return as_spec_dtype(actions, self.action_spec), dist.logp(actions)
-        actions, logp = dist.sample_with_logp()
-        return as_spec_dtype(actions, self.action_spec), logp
+            logp = dist.logp(actions)
+        else:
+            actions, logp = dist.sample_with_logp()
+        dtype = getattr(self.action_spec, "dtype", None)
+        return (actions if dtype is None or actions.dtype == dtype else actions.to(dtype)), logp
 
     def evaluate(self, obs: Observation, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(logp, entropy, values)`` of given actions, for the PPO update."""

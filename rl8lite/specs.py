@@ -1,5 +1,5 @@
-"""Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data, with
-torchrl's constructor arguments and older class names, so ``torchrl.data`` ports to them."""
+"""Small tensor specs (no torchrl): the shape, dtype and bounds of one env copy's data. Their
+constructors take torchrl's arguments (domain hints ignored), so ``torchrl.data`` ports to them."""
 
 from __future__ import annotations
 
@@ -99,7 +99,6 @@ class Unbounded(TensorSpec):
 
     def __init__(self, shape: ShapeLike | None = None, device: Device | None = None,
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
-        del kwargs  # torchrl accepts domain hints that mean nothing here
         super().__init__(shape, device, dtype or torch.float32)
 
     def rand(self, batch_shape: ShapeLike = ()) -> torch.Tensor:
@@ -118,7 +117,6 @@ class Bounded(TensorSpec):
     def __init__(self, low: float | torch.Tensor, high: float | torch.Tensor,
                  shape: ShapeLike | None = None, device: Device | None = None,
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
-        del kwargs
         dtype = dtype or torch.float32
         bounds = [torch.as_tensor(bound, dtype=dtype) for bound in (low, high)]
         if shape is None:
@@ -157,7 +155,6 @@ class Categorical(TensorSpec):
 
     def __init__(self, n: int, shape: ShapeLike | None = None, device: Device | None = None,
                  dtype: torch.dtype | None = None, **kwargs: Any) -> None:
-        del kwargs
         if int(n) < 1:
             raise SpecError(f"Categorical: n must be >= 1, received {n}")
         super().__init__(shape, device, dtype or torch.long)
@@ -170,9 +167,8 @@ class Categorical(TensorSpec):
     def _assert_values(self, value: torch.Tensor, key: str) -> None:
         outside = (value < 0) | (value >= self.n)
         if bool(outside.any()):
-            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside"
-                            f" {{0, ..., {self.n - 1}}}, e.g."
-                            f" {value[outside].flatten()[:3].tolist()}")
+            raise SpecError(f"{key}: {int(outside.sum())} value(s) outside {{0, ..., {self.n - 1}}}"
+                            f", e.g. {value[outside].flatten()[:3].tolist()}")
 
 
 class MultiCategorical(Bounded):
@@ -293,9 +289,3 @@ __all__ = [
     "DiscreteTensorSpec", "MultiCategorical", "Spec", "SpecError", "TensorSpec", "Unbounded",
     "UnboundedContinuousTensorSpec", "spec_leaves",
 ]
-
-
-def as_spec_dtype(x: torch.Tensor, spec: Any) -> torch.Tensor:
-    """``x`` in ``spec``'s dtype, if it has one."""
-    dtype = getattr(spec, "dtype", None)
-    return x if dtype is None or x.dtype == dtype else x.to(dtype)

@@ -183,14 +183,7 @@ def window_at_last_step(x: Item, size: int, /, *, episode_step: Tensor | None = 
 
 
 def zero_padding(windows: TensorDict) -> TensorDict:
-    """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with padding zeroed.
-
-    Examples:
-        >>> mask = torch.tensor([[True, False]])
-        >>> windows = TensorDict({"inputs": torch.ones(1, 2), "padding_mask": mask}, [1, 2])
-        >>> zero_padding(windows)["inputs"]
-        tensor([[0., 1.]])
-    """
+    """``windows`` (``INPUTS`` and ``PADDING_MASK``, nested or not) with padding zeroed."""
     out = windows.empty()
     for key, value in windows.items():
         if isinstance(value, TensorDict):
@@ -249,13 +242,7 @@ class PaddedRollingWindow:
     @staticmethod
     def apply_all(x: Item, size: int, /) -> TensorDict:
         """The window ending at every step, flattened: TensorDict ``[B * T]`` (row ``b * T + t``)
-        of ``INPUTS`` and ``PADDING_MASK``, per leaf.
-
-        Examples:
-            >>> out = PaddedRollingWindow.apply_all(torch.tensor([[1.0, 2.0]]), 2)
-            >>> out["inputs"].tolist(), out["padding_mask"].tolist()
-            ([[0.0, 1.0], [1.0, 2.0]], [[True, False], [False, False]])
-        """
+        of ``INPUTS`` and ``PADDING_MASK``, per leaf."""
         return windows_at_every_step(x, size).reshape(-1)
 
     @staticmethod

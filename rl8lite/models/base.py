@@ -1,6 +1,5 @@
-"""The model protocols: ``forward(obs) -> (features, values)`` in one pass (recurrent: one
-time step, the state carried by the caller), and the view requirements (windows of past
-observations) a model may declare."""
+"""The model protocols: ``forward(obs) -> (features, values)`` in one pass (recurrent: one time
+step, the caller carrying the state), and the windows of past observations a model may declare."""
 
 from __future__ import annotations
 

@@ -199,9 +199,8 @@ class DefaultModel(Model):
         return with_log_std(*self.actor_outputs(obs))
 
     def actor_outputs(self, obs: Tensor | TensorDict) -> tuple[Tensor, nn.Parameter | None]:
-        """The actor MLP's output and the learned log-std (``None`` unless ``gaussian``), which
-        :meth:`forward_features` concatenates (a :class:`~rl8lite.distributions.Normal` also
-        takes them apart)."""
+        """The actor MLP's output and the learned log-std (``None`` unless ``gaussian``): what
+        :meth:`forward_features` concatenates, or a Gaussian distribution takes apart."""
         return self.actor(flatten_obs(obs, self.observation_spec)), self.log_std
 
     def forward_values(self, obs: Tensor | TensorDict) -> Tensor:

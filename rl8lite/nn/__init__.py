@@ -1,5 +1,4 @@
-"""Building blocks for models (rl8's ``rl8.nn``): :mod:`~rl8lite.nn.modules` and
-:mod:`~rl8lite.nn.functional`."""
+"""Building blocks for models (rl8's ``rl8.nn``): layers, and functions of masks and PPO's math."""
 
 from . import functional, modules
 from .functional import *

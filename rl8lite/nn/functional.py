@@ -34,22 +34,12 @@ def _masked_lowest(x: Tensor, mask: Tensor | None) -> Tensor:
 
 
 def binary_mask_to_float_mask(mask: Tensor, /) -> Tensor:
-    """A valid mask as a float32 additive mask: 0 where valid, ``-inf`` where not.
-
-    Examples:
-        >>> binary_mask_to_float_mask(torch.tensor([True, False]))
-        tensor([0., -inf])
-    """
+    """A valid mask as a float32 additive mask: 0 where valid, ``-inf`` where not."""
     return torch.zeros(mask.shape, device=mask.device).masked_fill(mask == 0, float("-inf"))
 
 
 def float_mask_to_binary_mask(mask: Tensor, /) -> Tensor:
-    """An additive float mask as a bool valid mask: ``False`` exactly where it is ``-inf``.
-
-    Examples:
-        >>> float_mask_to_binary_mask(torch.tensor([0.0, float("-inf")]))
-        tensor([ True, False])
-    """
+    """An additive float mask as a bool valid mask: ``False`` exactly where it is ``-inf``."""
     return mask != float("-inf")
 
 
@@ -68,12 +58,7 @@ def mask_from_lengths(x: Tensor, lengths: Tensor, /) -> Tensor:
 def masked_avg(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1,
                keepdim: bool = False) -> Tensor:
     """The mean of ``x`` along ``dim`` over its valid values (NaN where none is); ``mask``
-    covers ``x``'s leading dims, and a float one weights the values.
-
-    Examples:
-        >>> masked_avg(torch.tensor([[1.0, 2.0, 9.0]]), mask=torch.tensor([[True, True, False]]))
-        tensor([1.5000])
-    """
+    covers ``x``'s leading dims, and a float one weights the values."""
     if mask is None:
         return x.mean(dim=dim, keepdim=keepdim)
     mask = _expand_mask(mask, x)
@@ -96,27 +81,14 @@ def masked_max(x: Tensor, /, *, mask: Tensor | None = None, dim: int = 1) -> tup
 
 
 def masked_log_softmax(x: Tensor, /, *, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Log-softmax of logits ``x`` along ``dim``, invalid values at probability 0.
-
-    Examples:
-        >>> x = torch.zeros(1, 3)
-        >>> masked_log_softmax(x, mask=torch.tensor([[True, True, False]])).exp()
-        tensor([[0.5000, 0.5000, 0.0000]])
-    """
+    """Log-softmax of logits ``x`` along ``dim``, invalid values at probability 0."""
     return F.log_softmax(_masked_lowest(x, mask), dim=dim)
 
 
 def masked_categorical_sample(x: Tensor, /, *, mask: Tensor | None = None,
                               dim: int = 1) -> tuple[Tensor, Tensor]:
     """``(logits, samples)``: one valid category ``[B, ..., 1]`` drawn per row of logits ``x``
-    ``[B, ..., N]``, and the (masked) logits at it along ``dim``.
-
-    Examples:
-        >>> mask = torch.tensor([[0, 1, 0], [1, 0, 0]])
-        >>> masked_categorical_sample(torch.zeros(2, 3), mask=mask)[1]
-        tensor([[1],
-                [0]])
-    """
+    ``[B, ..., N]``, and the (masked) logits at it along ``dim``."""
     x = _masked_lowest(x, mask)
     samples = torch.distributions.Categorical(logits=x, validate_args=False).sample().unsqueeze(-1)
     return x.gather(dim, samples), samples
@@ -124,14 +96,7 @@ def masked_categorical_sample(x: Tensor, /, *, mask: Tensor | None = None,
 
 def skip_connection(x: Tensor, y: Tensor, /, *, kind: str | None = "cat", dim: int = -1) -> Tensor:
     """Join a layer's input ``x`` and output ``y``: ``"residual"`` adds them, ``"cat"``
-    concatenates them along ``dim``, ``None`` returns ``y``.
-
-    Examples:
-        >>> skip_connection(torch.ones(1, 2), torch.zeros(1, 2))
-        tensor([[1., 1., 0., 0.]])
-        >>> skip_connection(torch.ones(1, 2), torch.ones(1, 2), kind="residual")
-        tensor([[2., 2.]])
-    """
+    concatenates them along ``dim``, ``None`` returns ``y``."""
     if kind == "residual":
         return x + y
     if kind == "cat":

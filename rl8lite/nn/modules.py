@@ -30,15 +30,7 @@ _Mask = Tensor | None
 
 class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
     """A :class:`torch.nn.Module` whose call signature a type checker knows:
-    ``Module[[Tensor], Tensor]`` takes a tensor and returns one.
-
-    Examples:
-        >>> class Double(Module[[torch.Tensor], torch.Tensor]):
-        ...     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ...         return 2 * x
-        >>> Double()(torch.ones(2))
-        tensor([2., 2.])
-    """
+    ``Module[[Tensor], Tensor]`` takes a tensor and returns one."""
 
     if TYPE_CHECKING:  # at run time, nn.Module's __call__ (hooks)
         def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _T: ...
@@ -49,12 +41,7 @@ class Module(nn.Module, Generic[_P, _T], metaclass=ABCMeta):
 
 
 class SquaredReLU(Module[[Tensor], Tensor]):
-    """``relu(x) ** 2`` (So et al. 2021, "Primer", arXiv:2109.08668).
-
-    Examples:
-        >>> SquaredReLU()(torch.tensor([-1.0, 3.0]))
-        tensor([0., 9.])
-    """
+    """``relu(x) ** 2`` (So et al. 2021, "Primer", arXiv:2109.08668)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x).square()
@@ -71,12 +58,7 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 
 
 def get_activation(name: str, /, **params: Any) -> nn.Module:
-    """A new ``ACTIVATIONS[name]`` built with ``params``; a ``ValueError`` for another name.
-
-    Examples:
-        >>> get_activation("leaky_relu", negative_slope=0.1)
-        LeakyReLU(negative_slope=0.1)
-    """
+    """A new ``ACTIVATIONS[name]`` built with ``params``; a ``ValueError`` for another name."""
     if name not in ACTIVATIONS:
         raise ValueError(f"no activation named {name!r}: choose one of {sorted(ACTIVATIONS)}")
     return ACTIVATIONS[name](**params)
@@ -84,13 +66,7 @@ def get_activation(name: str, /, **params: Any) -> nn.Module:
 
 class MLP(nn.Sequential, Module[[Tensor], Tensor]):
     """``Linear -> [norm] -> activation -> [Dropout] -> ... -> Linear``; ``hiddens`` are the
-    output widths of the linear layers, ``norm_layer`` a class built with each hidden width.
-
-    Examples:
-        >>> mlp = MLP(4, [8, 2], norm_layer=torch.nn.LayerNorm)
-        >>> [type(layer).__name__ for layer in mlp], mlp(torch.zeros(3, 4)).shape
-        (['Linear', 'LayerNorm', 'ReLU', 'Linear'], torch.Size([3, 2]))
-    """
+    output widths of the linear layers, ``norm_layer`` a class built with each hidden width."""
 
     def __init__(self, input_dim: int, hiddens: Sequence[int], /, *, activation_fn: str = "relu",
                  norm_layer: type[nn.BatchNorm1d | nn.LayerNorm] | None = None, bias: bool = True,
@@ -152,13 +128,8 @@ class SequentialSkipConnection(Module[[Tensor, Tensor], Tensor]):
 
 
 class PositionalEmbedding(Module[[Tensor], Tensor]):
-    """Adds sinusoidal position codes (Vaswani et al. 2017) to ``[B, T <= max_len, E]``, then
-    dropout: ``sin(p / 10000^(2i / E))`` at feature ``2i`` of position ``p``, ``cos`` at ``2i + 1``.
-
-    Examples:
-        >>> PositionalEmbedding(4, 10)(torch.zeros(1, 2, 4))[0, 0]
-        tensor([0., 1., 0., 1.])
-    """
+    """Adds sinusoidal codes (Vaswani et al. 2017) to ``[B, T <= max_len, E]``, then dropout:
+    ``sin(p / 10000^(2i / E))`` at feature ``2i`` of position ``p``, ``cos`` at ``2i + 1``."""
 
     pe: Tensor  # [1, max_len, embed_dim]
 
@@ -209,13 +180,8 @@ class _AttentionBlock(nn.Module):
 
 class CrossAttention(_AttentionBlock, Module[[Tensor, Tensor, _Mask, _Mask], Tensor]):
     """Queries ``[B, Q, E]`` attend to keys/values ``[B, K, E]`` (``num_heads`` must divide
-    ``E``), then a feedforward network of ``hidden_dim`` features; ``skip_kind`` as
-    :class:`SequentialSkipConnection`'s ``kind``.
-
-    Examples:
-        >>> CrossAttention(8, hidden_dim=16)(torch.randn(3, 2, 8), torch.randn(3, 5, 8)).shape
-        torch.Size([3, 2, 8])
-    """
+    ``E``), then a feedforward network of ``hidden_dim`` features: ``[B, Q, E]`` out;
+    ``skip_kind`` as :class:`SequentialSkipConnection`'s ``kind``."""
 
     _norms = ("q_norm", "kv_norm")
 
@@ -226,13 +192,7 @@ class CrossAttention(_AttentionBlock, Module[[Tensor, Tensor, _Mask, _Mask], Ten
 
 class SelfAttention(_AttentionBlock, Module[[Tensor, _Mask, _Mask], Tensor]):
     """A sequence ``[B, X, E]`` attends to itself, then a feedforward network (a pre-norm
-    transformer layer); arguments as :class:`CrossAttention`'s.
-
-    Examples:
-        >>> block = SelfAttention(8, num_heads=2, hidden_dim=16, skip_kind="residual")
-        >>> block(torch.randn(1, 3, 8), key_padding_mask=torch.tensor([[True, False, False]])).shape
-        torch.Size([1, 3, 8])
-    """
+    transformer layer); arguments as :class:`CrossAttention`'s."""
 
     _norms = ("x_norm",)
 
@@ -244,13 +204,7 @@ class SelfAttention(_AttentionBlock, Module[[Tensor, _Mask, _Mask], Tensor]):
 
 class SelfAttentionStack(Module[[Tensor, _Mask, _Mask], Tensor]):
     """``module`` applied ``num_layers`` times with the same masks; with ``share_parameters``
-    every layer is ``module`` itself, else a copy.
-
-    Examples:
-        >>> stack = SelfAttentionStack(SelfAttention(8, hidden_dim=16), 3, share_parameters=True)
-        >>> stack.layers[0] is stack.layers[2], stack(torch.randn(2, 4, 8)).shape
-        (True, torch.Size([2, 4, 8]))
-    """
+    every layer is ``module`` itself, else a copy."""
 
     def __init__(self, module: SelfAttention, num_layers: int, /, *,
                  share_parameters: bool = False) -> None:
@@ -268,12 +222,7 @@ class SelfAttentionStack(Module[[Tensor, _Mask, _Mask], Tensor]):
 class PerceiverLayer(Module[[Tensor, Tensor, _Mask, _Mask], Tensor]):
     """A latent array ``[B, Q, E]`` cross-attends to inputs ``[B, K, E]`` of any length, then
     self-attends ``num_layers`` times (Jaegle et al. 2021, arXiv:2103.03206); ``**block`` are
-    :class:`CrossAttention`'s keywords, for every block.
-
-    Examples:
-        >>> PerceiverLayer(8, hidden_dim=16)(torch.randn(2, 4, 8), torch.randn(2, 10, 8)).shape
-        torch.Size([2, 4, 8])
-    """
+    :class:`CrossAttention`'s keywords, for every block."""
 
     def __init__(self, embed_dim: int, /, *, num_layers: int = 2, share_parameters: bool = False,
                  **block: Any) -> None:
@@ -289,12 +238,7 @@ class PerceiverLayer(Module[[Tensor, Tensor, _Mask, _Mask], Tensor]):
 
 class PerceiverIOLayer(Module[[Tensor, Tensor, _Mask, _Mask], Tensor]):
     """A :class:`PerceiverLayer` read out by a learned query of ``output_seq_dim`` elements
-    (Jaegle et al. 2021, arXiv:2107.14795): ``[B, output_seq_dim, E]`` out.
-
-    Examples:
-        >>> PerceiverIOLayer(8, 3, hidden_dim=16)(torch.randn(2, 4, 8), torch.randn(2, 9, 8)).shape
-        torch.Size([2, 3, 8])
-    """
+    (Jaegle et al. 2021, arXiv:2107.14795): ``[B, output_seq_dim, E]`` out."""
 
     def __init__(self, embed_dim: int, output_seq_dim: int, /, *, num_layers: int = 2,
                  share_parameters: bool = False, **block: Any) -> None:

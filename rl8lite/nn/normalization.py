@@ -6,19 +6,18 @@ from collections.abc import Callable
 
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from ..data import DataKeys
 from ..specs import Spec, spec_leaves
 
-Observation = torch.Tensor | TensorDict
+Observation = Tensor | TensorDict
 #: Sums a float64 tensor over every training process.
-Summer = Callable[[torch.Tensor], torch.Tensor]
+Summer = Callable[[Tensor], Tensor]
 
 
-def merge_moments(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
-                  batch_count: torch.Tensor, batch_mean: torch.Tensor,
-                  batch_var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def merge_moments(count: Tensor, mean: Tensor, var: Tensor, batch_count: Tensor,
+                  batch_mean: Tensor, batch_var: Tensor) -> tuple[Tensor, ...]:
     """Chan et al.'s parallel update of ``(count, mean, var)`` (population variance) with a
     batch's: ``delta = mean_b - mean``, ``M2 = var n + var_b n_b + delta^2 n n_b / (n + n_b)``."""
     total, delta = count + batch_count, batch_mean - mean

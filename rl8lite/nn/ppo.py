@@ -28,11 +28,10 @@ def copy_slices(num_copies: int, num_steps: int, device: torch.device | str = "c
     return [slice(i, min(i + per_slice, num_copies)) for i in range(0, num_copies, per_slice)]
 
 
-def gae(
-    rewards: Tensor, values: Tensor, *, gamma: float, gae_lambda: float,
-    terminated: Tensor | None = None, truncated: Tensor | None = None,
-    final_values: Tensor | None = None, out: tuple[Tensor, Tensor] | None = None,
-) -> tuple[Tensor, Tensor]:
+def gae(rewards: Tensor, values: Tensor, *, gamma: float, gae_lambda: float,
+        terminated: Tensor | None = None, truncated: Tensor | None = None,
+        final_values: Tensor | None = None,
+        out: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     """Generalized Advantage Estimation (Schulman et al. 2016, arXiv:1506.02438):
     ``(advantages, returns)``, each ``[N, T]``, in the promoted float dtype of the inputs,
     written into ``out`` if given.
@@ -125,12 +124,11 @@ class PPOLosses(NamedTuple):
     clip_fraction: Tensor
 
 
-def ppo_loss(
-    *, logp: Tensor, old_logp: Tensor, advantages: Tensor, values: Tensor, old_values: Tensor,
-    returns: Tensor, entropy: Tensor, clip_param: float, dual_clip_param: float | None = None,
-    vf_clip_param: float | None = None, vf_coeff: float = 1.0,
-    entropy_coeff: float | Tensor = 0.0, vf_loss: str = "squared",
-) -> PPOLosses:
+def ppo_loss(*, logp: Tensor, old_logp: Tensor, advantages: Tensor, values: Tensor,
+             old_values: Tensor, returns: Tensor, entropy: Tensor, clip_param: float,
+             dual_clip_param: float | None = None, vf_clip_param: float | None = None,
+             vf_coeff: float = 1.0, entropy_coeff: float | Tensor = 0.0,
+             vf_loss: str = "squared") -> PPOLosses:
     """Proximal Policy Optimization loss (Schulman et al. 2017, arXiv:1707.06347).
 
     Tensor arguments share one shape. With ``r = exp(logp - old_logp)`` and advantages ``A``:
@@ -241,12 +239,10 @@ def ppo_losses(
     logp = sample_distribution.logp(buffer_batch[DataKeys.ACTIONS])
     zero = torch.zeros((), device=logp.device)
     entropy = sample_distribution.entropy() if entropy_coeff != 0 else zero
-    out = ppo_loss(
-        logp=logp, old_logp=buffer_batch[DataKeys.LOGP],
-        advantages=buffer_batch[DataKeys.ADVANTAGES], values=values, old_values=values,
-        returns=buffer_batch[DataKeys.RETURNS], entropy=entropy,
-        clip_param=clip_param, dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
-        vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1",
-    )
+    out = ppo_loss(logp=logp, old_logp=buffer_batch[DataKeys.LOGP],
+                   advantages=buffer_batch[DataKeys.ADVANTAGES], values=values, old_values=values,
+                   returns=buffer_batch[DataKeys.RETURNS], entropy=entropy, clip_param=clip_param,
+                   dual_clip_param=dual_clip_param or None, vf_clip_param=vf_clip_param,
+                   vf_coeff=vf_coeff, entropy_coeff=entropy_coeff, vf_loss="smooth_l1")
     losses = {"entropy": out.entropy, "policy": -out.policy, "vf": out.vf, "total": out.total}
     return TensorDict(losses, batch_size=[], device=logp.device)
