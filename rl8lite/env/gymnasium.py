@@ -1,5 +1,5 @@
-"""Gymnasium envs as rl8lite envs, over Gymnasium's own vector envs (the optional
-``gymnasium`` extra, imported on first use)."""
+"""Gymnasium envs as rl8lite envs, over Gymnasium's own vector envs (the optional ``gymnasium``
+extra, imported on first use), and how configs and checkpoints name env classes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys, Device
-from ..runtime.imports import dotted_path, import_dotted_path
+from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .base import Env, EnvConfigError, SubEnvError, apply_env_config, is_plain
 
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
@@ -285,3 +285,63 @@ def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
         options["vector_kwargs"] = vector_kwargs
     options.update(make_kwargs)
     return options, options if nameable and is_plain(options) else None
+
+
+def env_reference(env_cls: type) -> str | dict[str, Any]:
+    """The name :func:`import_env_class` imports ``env_cls`` back from (an ``ImportError``
+    where there is none).
+
+    Examples:
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> env_reference(DiscreteDummyEnv)
+        'rl8lite.env.base.DiscreteDummyEnv'
+        >>> env_reference(gymnasium_env("CartPole-v1", vectorization_mode="async"))
+        {'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        if env_cls.reference is None:
+            raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
+                              " config or checkpoint: make it from an env id or a module-level"
+                              " factory, with plain-data keywords (numbers, strings, lists, dicts)")
+        return dict(env_cls.reference)
+    return dotted_path(env_cls)
+
+
+def env_label(env_cls: type) -> str:
+    """``env_cls``'s reference as one string, for experiment tracking (never raises).
+
+    Examples:
+        >>> env_label(gymnasium_env("CartPole-v1"))
+        "{'gymnasium': 'CartPole-v1', 'vectorization_mode': 'sync'}"
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        return env_cls.label
+    return qualified_name(env_cls)
+
+
+def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
+    """The env class ``reference`` names: a dotted path, ``"gymnasium:<env id>"``, or
+    :func:`gymnasium_env`'s options with an env id under ``"gymnasium"`` or a factory's path
+    under ``"gymnasium_factory"`` (else a ``TypeError``); an ``ImportError`` where none imports.
+
+    Examples:
+        >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
+        'DiscreteDummyEnv'
+        >>> CartPole = import_env_class("gymnasium:CartPole-v1")
+        >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
+        True
+    """
+    if isinstance(reference, str) and reference.startswith("gymnasium:"):
+        return gymnasium_env(reference.removeprefix("gymnasium:"))
+    if not isinstance(reference, Mapping):
+        return import_dotted_path(reference, what=what)
+    options = dict(reference)
+    kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
+    if len(kinds) != 1:
+        raise TypeError("a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id)"
+                        " and 'gymnasium_factory' (a factory's dotted path), received keys"
+                        f" {sorted(options)}")
+    source = options.pop(kinds[0])
+    if kinds[0] == "gymnasium_factory":
+        source = import_dotted_path(source, what="gymnasium_factory")
+    return gymnasium_env(source, **options)
