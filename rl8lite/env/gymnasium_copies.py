@@ -32,7 +32,7 @@ _STEP = re.compile(r"\.?([A-Za-z_]\w*)|\[([^\]]+)\]")
 _SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
-def describe_failure(index: int, call: str, error: BaseException) -> str:
+def _describe_failure(index: int, call: str, error: BaseException) -> str:
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
     return (f"sub-env {index} raised {type(error).__name__} in {call}: {error}\n"
             f"--- traceback of sub-env {index} ---\n{trace}")
@@ -82,7 +82,7 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             obs, reward, terminated, truncated, _ = self.env.step(action)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "step()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "step()", e)) from e
         # rl8lite reads no info; an empty one spares the vector env merging it (7% of a step)
         return obs, reward, terminated, truncated, {}
 
@@ -90,18 +90,15 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             return self.env.reset(seed=seed, options=options)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "reset()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "reset()", e)) from e
 
     def rl8lite_describe(self) -> tuple[dict[str, Any], int | None]:
         """The unwrapped env's public attributes holding numbers, strings or lists of them, and
         the smallest ``TimeLimit`` among the wrappers."""
-        env, found = self.unwrapped, {}
-        for name in dir(env):
-            if name.startswith("_") or name in _GYMNASIUM_ENV_ATTRIBUTES:
-                continue
-            raw = inspect.getattr_static(env, name, None)
-            if not isinstance(raw, (property, classmethod, staticmethod)) and _is_parameter(raw):
-                found[name] = _plain(getattr(env, name))
+        env = self.unwrapped
+        values = {name: inspect.getattr_static(env, name, None) for name in dir(env)
+                  if not name.startswith("_") and name not in _GYMNASIUM_ENV_ATTRIBUTES}
+        found = {name: _plain(value) for name, value in values.items() if _is_parameter(value)}
         limits, wrapper = [], self.env
         while isinstance(wrapper, gymnasium.Wrapper):
             if isinstance(wrapper, gymnasium.wrappers.TimeLimit):
@@ -132,22 +129,18 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             for key in restore:
                 original = self._originals.pop(key)
-                if not key.isidentifier():
-                    self._write(key, original)
-                elif original is _CLASS_ATTRIBUTE:
+                if original is _CLASS_ATTRIBUTE:
                     delattr(env, key)
                 else:
-                    setattr(env, key, original)
+                    self._write(key, original)
             for key, value in changes.items():
-                if not key.isidentifier():
-                    if key not in self._originals:
-                        self._originals[key] = copy.deepcopy(self._resolve(_steps(key)))
-                    self._write(key, value)
-                    continue
-                self._originals.setdefault(key, vars(env).get(key, _CLASS_ATTRIBUTE))
-                setattr(env, key, value)
+                if key.isidentifier():
+                    self._originals.setdefault(key, vars(env).get(key, _CLASS_ATTRIBUTE))
+                elif key not in self._originals:
+                    self._originals[key] = copy.deepcopy(self._resolve(_steps(key)))
+                self._write(key, value)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "the config", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
 
     def _write(self, path: str, value: Any) -> None:
         """Arrays are written in place (MuJoCo's are views of the simulator's model); a
@@ -176,7 +169,7 @@ class CopyWrapper(gymnasium.Wrapper):
         except gymnasium.error.DependencyNotInstalled as e:
             return str(e)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "render()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
 
 
 def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: int) -> CopyWrapper:
@@ -194,7 +187,7 @@ def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: i
             if time_limit is not None:
                 env = gymnasium.wrappers.TimeLimit(env, time_limit)
     except Exception as e:
-        raise SubEnvError(describe_failure(index, "its construction", e)) from e
+        raise SubEnvError(_describe_failure(index, "its construction", e)) from e
     return CopyWrapper(env, index)
 
 
@@ -217,7 +210,6 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
         creator, also, owner = source, {"max_episode_steps"}, f"the factory {name}"
-        takes_render_mode = "render_mode" in (_keywords(source) or ())
         fallback_modes: tuple[str, ...] = ("rgb_array",)  # unless its metadata says otherwise
     else:
         module, _, name = source.rpartition(":")
@@ -231,8 +223,7 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
         if isinstance(creator, str):
             creator = gymnasium.envs.registration.load_env_creator(creator)
         owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-        also = {"max_episode_steps", "disable_env_checker"}
-        takes_render_mode, fallback_modes = True, ()
+        also, fallback_modes = {"max_episode_steps", "disable_env_checker"}, ()
         if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
             steps = spec.max_episode_steps
     accepted = _keywords(creator)
@@ -242,6 +233,7 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
                         f" it takes {sorted(accepted | also)}")
     metadata = getattr(creator, "metadata", None)
     modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else fallback_modes
+    takes_render_mode = isinstance(source, str) or "render_mode" in (accepted or ())
     steps = steps if steps is None or steps > 0 else None  # -1: no limit
     return name, steps, takes_render_mode and "rgb_array" in modes
 
@@ -295,7 +287,7 @@ def _reporting_worker(index: int, env_fn: Callable[[], Any], pipe: Any, parent_p
         env = env_fn()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         if not isinstance(e, SubEnvError):
-            e = SubEnvError(describe_failure(index, "its construction", e))
+            e = SubEnvError(_describe_failure(index, "its construction", e))
         error_queue.put((index, SubEnvError, e, ""))
         parent_pipe.close()
         with contextlib.suppress(EOFError, OSError):  # a failed reply sends the parent to the queue
@@ -339,11 +331,10 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             return super().call(name, *args, **kwargs)
 
     def _raise_if_errors(self, successes: Iterable[bool]) -> None:
-        successes = list(successes)
-        if all(successes):
+        if not (failures := list(successes).count(False)):
             return
         messages = []
-        for _ in range(len(successes) - sum(successes)):
+        for _ in range(failures):
             index, error_type, error, trace = self.error_queue.get()
             messages.append(str(error) if isinstance(error, SubEnvError) else
                             f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
@@ -357,13 +348,12 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             yield
         except (EOFError, ConnectionError) as e:
             processes = getattr(self, "processes", [])
-            deadline = time.monotonic() + 5.0
-            dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            while not dead and processes and time.monotonic() < deadline:  # a dying worker
+            deadline = time.monotonic() + 5.0  # for a dying worker to end
+            while (processes and all(p.exitcode is None for p in processes)
+                   and time.monotonic() < deadline):
                 time.sleep(0.01)
-                dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            details = "; ".join(f"sub-env {i}'s worker (pid {processes[i].pid})"
-                                f" {_death(processes[i].exitcode)}" for i in dead)
+            details = "; ".join(f"sub-env {i}'s worker (pid {p.pid}) {_death(p.exitcode)}"
+                                for i, p in enumerate(processes) if p.exitcode is not None)
             self.terminate()
             raise SubEnvError(f"{details or 'a worker process closed its pipe'}"
                               f" ({type(e).__name__} on its pipe); every worker has been stopped"
@@ -383,12 +373,10 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
 
     def terminate(self) -> None:
         """End every worker now (SIGKILL: workers ignore SIGTERM) and close the pipes."""
-        processes = getattr(self, "processes", [])
-        for process in processes:
-            if process.is_alive():
+        for process in getattr(self, "processes", []):
+            if process.is_alive():  # else already reaped
                 process.kill()
-        for process in processes:
-            process.join()
+                process.join()
         for pipe in getattr(self, "parent_pipes", []):
             if pipe is not None:
                 pipe.close()
