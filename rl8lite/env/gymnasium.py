@@ -60,16 +60,17 @@ class GymnasiumEnv(Env):
         self._out_device = torch.empty(0, device=self.device).device  # "cuda" as "cuda:0"
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
         env_fns = [functools.partial(make_copy, self.source, kw, i) for i, kw in enumerate(kwargs)]
-        self._vector = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
-        self._close = weakref.finalize(self, self._vector.close)
+        #: Gymnasium's vector env under this env, to inspect (not to step or reset).
+        self.vector_env = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        self._close = weakref.finalize(self, self.vector_env.close)
         self._failure: BaseException | None = None
         self._applied: dict[str, Any] = {}
         try:
-            space = self._observation_space = self._vector.single_observation_space
+            space = self._observation_space = self.vector_env.single_observation_space
             self.observation_spec, self._convert = observation_mapping(space, self.device)
-            space = self._vector.single_action_space
+            space = self.vector_env.single_action_space
             self.action_spec, self._env_actions = action_mapping(space, self.device)
-            self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
+            self.default_config, time_limit = self._run("call", "rl8lite_describe")[0]
             self.max_episode_steps = self.max_episode_steps or time_limit
             self._check_config(self.config)
         except BaseException:
@@ -81,10 +82,10 @@ class GymnasiumEnv(Env):
         self._check_config(target)
         restore = [key for key in self._applied if key not in target]
         if target or restore:
-            self._run(self._vector.call, "rl8lite_configure", target, restore)
+            self._run("call", "rl8lite_configure", target, restore)
         self._applied = target
         seed, self._next_seed = self._next_seed, None
-        obs, _ = self._run(self._vector.reset, seed=seed)
+        obs, _ = self._run("reset", seed=seed)
         return self._convert(obs, self.num_envs)
 
     def _check_config(self, config: dict[str, Any]) -> None:
@@ -95,7 +96,7 @@ class GymnasiumEnv(Env):
         paths = {key: value for key, value in config.items() if not key.isidentifier()}
         if not paths:
             return
-        unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
+        unknown, misfits = self._run("call", "rl8lite_check_paths", paths)[0]
         if unknown:
             why = "; ".join(unknown.values())
             raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: {why}")
@@ -105,7 +106,7 @@ class GymnasiumEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         n, actions = self.num_envs, self._env_actions(action)
-        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, actions)
+        batch, rewards, terminated, truncated, infos = self._run("step", actions)
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
@@ -133,21 +134,19 @@ class GymnasiumEnv(Env):
             return self._convert(final, self.num_envs)
         from gymnasium.vector.utils import concatenate, create_empty_array
 
-        space, rows = self._observation_space, list(infos["final_obs"][done])
-        final_obs = obs.clone()
-        final_obs[torch.from_numpy(done).to(self.device)] = self._convert(
-            concatenate(space, rows, create_empty_array(space, len(rows))), len(rows)
-        )
+        space, final_obs = self._observation_space, obs.clone()
+        rows = concatenate(space, infos["final_obs"][done], create_empty_array(space, len(done)))
+        final_obs[torch.from_numpy(done).to(self.device)] = self._convert(rows, len(done))
         return final_obs
 
     def render(self) -> np.ndarray:
         """Copy 0's RGB frame ``[H, W, 3]``; ``NotImplementedError`` without ``rgb_array``."""
-        name, mode = type(self).__name__, self._vector.render_mode
+        name, mode = type(self).__name__, self.vector_env.render_mode
         if mode != "rgb_array":
             raise NotImplementedError(f"{name}: copy 0 was made with render_mode={mode!r};"
                                       " render() needs 'rgb_array' (pass render_mode='rgb_array'"
                                       " to gymnasium_env, which gives it to copy 0 only)")
-        frame = self._run(self._vector.call, "rl8lite_render")[0]
+        frame = self._run("call", "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
@@ -155,11 +154,6 @@ class GymnasiumEnv(Env):
             got = f"{frame.dtype} {list(frame.shape)}"
             raise ValueError(f"{name}: copy 0 rendered a {got} array, not [H, W, 3] uint8")
         return frame
-
-    @property
-    def vector_env(self) -> Any:
-        """Gymnasium's vector env under this env, to inspect (not to step or reset)."""
-        return self._vector
 
     def close(self) -> None:
         """Close every copy and end the worker processes (also on garbage collection)."""
@@ -172,13 +166,13 @@ class GymnasiumEnv(Env):
         """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
         self._next_seed = _first_seed(None, self.num_envs)
 
-    def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a vector env method; a sub-env failure closes the env for good."""
-        if self._failure is not None or self._vector.closed:
+        if self._failure is not None or self.vector_env.closed:
             reason = f" after sub-env failure: {self._failure}" if self._failure else ""
             raise RuntimeError(f"{type(self).__name__} is closed{reason}")
         try:
-            return method(*args, **kwargs)
+            return getattr(self.vector_env, method)(*args, **kwargs)
         except SubEnvError as e:
             self._failure = e
             self.close()
@@ -186,7 +180,7 @@ class GymnasiumEnv(Env):
         except ValueError as e:  # a sync copy's observation that does not fit the batch?
             from .gymnasium_copies import misfit_observations
 
-            if (misfits := misfit_observations(self._vector)) is None:
+            if (misfits := misfit_observations(self.vector_env)) is None:
                 raise
             self._failure = SubEnvError(misfits)
             self.close()
@@ -229,14 +223,13 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
         raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
     options, reference = _options(source, mode, seed, vector_kwargs, make_kwargs)
-    if reference is not None:
-        key: Any = json.dumps(reference, sort_keys=True)
-    else:  # the factory itself, where no path names it
-        key = (source, repr(sorted(options.items())))
-        try:
-            hash(key)
-        except TypeError:  # an unhashable callable: a new class each call
-            key = None
+    # the factory itself where no path names it
+    key: Any = (json.dumps(reference, sort_keys=True) if reference is not None
+                else (source, repr(sorted(options.items()))))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable callable: a new class each call
+        key = None
     if key is not None and key in _CLASSES:
         return _CLASSES[key]
     from .gymnasium_copies import check_vector_kwargs, describe_source

@@ -146,11 +146,9 @@ class CopyWrapper(gymnasium.Wrapper):
         """Arrays are written in place (MuJoCo's are views of the simulator's model); a
         class-level list, dict or array is first copied onto the env, never changed for all."""
         env, steps = self.unwrapped, _steps(path)
-        root = steps[0][1]
-        if root not in vars(env) and isinstance(
-            inspect.getattr_static(env, root, None), (list, dict, np.ndarray)
-        ):
-            setattr(env, root, copy.deepcopy(getattr(env, root)))
+        root, shared = steps[0][1], inspect.getattr_static(env, steps[0][1], None)
+        if root not in vars(env) and isinstance(shared, (list, dict, np.ndarray)):
+            setattr(env, root, copy.deepcopy(shared))
         parent = self._resolve(steps[:-1])
         (is_index, key), current = steps[-1], _get(parent, steps[-1])
         if isinstance(current, np.ndarray):
