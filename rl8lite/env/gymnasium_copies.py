@@ -1,5 +1,4 @@
-"""The copies behind :class:`~rl8lite.env.GymnasiumEnv`: how each is made and wrapped (config,
-rendering, errors naming it), and the vector envs that run them in this process or in workers."""
+"""The copies behind :class:`~rl8lite.env.GymnasiumEnv`, and the vector envs that run them."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import gymnasium
@@ -93,8 +91,7 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(_describe_failure(self.index, "reset()", e)) from e
 
     def rl8lite_describe(self) -> tuple[dict[str, Any], int | None]:
-        """The unwrapped env's public attributes holding numbers, strings or lists of them, and
-        the smallest ``TimeLimit`` among the wrappers."""
+        """The unwrapped env's public numbers, strings and lists of them; the least TimeLimit."""
         env = self.unwrapped
         values = {name: inspect.getattr_static(env, name, None) for name in dir(env)
                   if not name.startswith("_") and name not in _GYMNASIUM_ENV_ATTRIBUTES}
@@ -171,8 +168,7 @@ class CopyWrapper(gymnasium.Wrapper):
 
 
 def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: int) -> CopyWrapper:
-    """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
-    ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
+    """Copy ``index``, wrapped; a factory's ``max_episode_steps`` keyword adds a TimeLimit."""
     kwargs = dict(kwargs)
     try:
         if isinstance(source, str):
@@ -249,8 +245,7 @@ def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
 
 def make_vector_env(env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str,
                     vector_kwargs: dict[str, Any]) -> VectorEnv:
-    """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
-    in the same step and returning its own arrays (no copies)."""
+    """A vector env over ``env_fns``, autoresetting in the same step, returning its own arrays."""
     kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
     if mode == "sync":
         return SyncVectorEnv(env_fns, **kwargs)
@@ -340,7 +335,7 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
         self.terminate()
         raise SubEnvError("\n\n".join(messages))
 
-    @contextmanager
+    @contextlib.contextmanager
     def _reporting_dead_workers(self) -> Iterator[None]:
         try:
             yield
@@ -353,9 +348,8 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             details = "; ".join(f"sub-env {i}'s worker (pid {p.pid}) {_death(p.exitcode)}"
                                 for i, p in enumerate(processes) if p.exitcode is not None)
             self.terminate()
-            raise SubEnvError(f"{details or 'a worker process closed its pipe'}"
-                              f" ({type(e).__name__} on its pipe); every worker has been stopped"
-                              ) from e
+            raise SubEnvError(f"{details or 'a worker process closed its pipe'} ({type(e).__name__}"
+                              " on its pipe); every worker has been stopped") from e
 
     def close(self, **kwargs: Any) -> None:
         """Close the copies and end the workers, or :meth:`terminate` them where they cannot
