@@ -222,8 +222,27 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
     if not isinstance(source, str) and not callable(source):
         raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    options, reference = _options(source, mode, seed, vector_kwargs, make_kwargs)
-    # the factory itself where no path names it
+    if isinstance(source, str):
+        options: dict[str, Any] = {"gymnasium": source}
+        nameable = True
+    else:
+        # Only a path that imports back to this very object names it: two module-level
+        # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
+        module = getattr(source, "__module__", None) or type(source).__module__
+        qualname = getattr(source, "__qualname__", None) or type(source).__qualname__
+        options = {"gymnasium_factory": f"{module}.{qualname}"}
+        try:
+            nameable = import_dotted_path(dotted_path(source)) is source
+        except (ImportError, AttributeError):
+            nameable = False
+    options["vectorization_mode"] = mode
+    if seed is not None:
+        options["seed"] = seed
+    if vector_kwargs:
+        options["vector_kwargs"] = vector_kwargs
+    options.update(make_kwargs)
+    reference = options if nameable and is_plain(options) else None
+    # one class per reference, or per factory object and options where no path names it
     key: Any = (json.dumps(reference, sort_keys=True) if reference is not None
                 else (source, repr(sorted(options.items()))))
     try:
@@ -252,32 +271,6 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
     if key is not None:
         _CLASSES[key] = cls
     return cls
-
-
-def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
-             vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any]
-             ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The options, and again as the reference where they are plain data naming the source."""
-    if isinstance(source, str):
-        options: dict[str, Any] = {"gymnasium": source}
-        nameable = True
-    else:
-        # Only a path that imports back to this very object names it: two module-level
-        # lambdas share "module.<lambda>", bound methods of two instances "module.Cls.make".
-        module = getattr(source, "__module__", None) or type(source).__module__
-        qualname = getattr(source, "__qualname__", None) or type(source).__qualname__
-        options = {"gymnasium_factory": f"{module}.{qualname}"}
-        try:
-            nameable = import_dotted_path(dotted_path(source)) is source
-        except (ImportError, AttributeError):
-            nameable = False
-    options["vectorization_mode"] = mode
-    if seed is not None:
-        options["seed"] = seed
-    if vector_kwargs:
-        options["vector_kwargs"] = vector_kwargs
-    options.update(make_kwargs)
-    return options, options if nameable and is_plain(options) else None
 
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
