@@ -140,15 +140,15 @@ class CopyWrapper(gymnasium.Wrapper):
             raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
 
     def _write(self, path: str, value: Any) -> None:
-        """Arrays are written in place (MuJoCo's are views of the simulator's model); a
-        class-level list, dict or array is first copied onto the env, never changed for all."""
+        """A key is set; an array at a path is written in place (MuJoCo's are views of the
+        simulator's model), a class-level list, dict or array first copied onto the env."""
         env, steps = self.unwrapped, _steps(path)
         root, shared = steps[0][1], inspect.getattr_static(env, steps[0][1], None)
         if root not in vars(env) and isinstance(shared, (list, dict, np.ndarray)):
             setattr(env, root, copy.deepcopy(shared))
         parent = self._resolve(steps[:-1])
         (is_index, key), current = steps[-1], _get(parent, steps[-1])
-        if isinstance(current, np.ndarray):
+        if isinstance(current, np.ndarray) and not path.isidentifier():
             current[...] = value
         elif is_index:
             parent[key] = value
