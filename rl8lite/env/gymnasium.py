@@ -274,8 +274,7 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
 
 
 def env_reference(env_cls: type) -> str | dict[str, Any]:
-    """The name :func:`import_env_class` imports ``env_cls`` back from (an ``ImportError``
-    where there is none).
+    """The name :func:`import_env_class` imports ``env_cls`` back from (else an ``ImportError``).
 
     Examples:
         >>> from rl8lite.env import DiscreteDummyEnv
