@@ -255,18 +255,16 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
 
     name, max_episode_steps, renders = describe_source(source, make_kwargs)
     check_vector_kwargs(mode, vector_kwargs)
-    if "render_mode" in make_kwargs:
+    render_kwargs = {"render_mode": "rgb_array"} if renders else {}
+    if "render_mode" in make_kwargs:  # for copy 0 only
         render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
-    else:
-        render_kwargs = {"render_mode": "rgb_array"} if renders else {}
     cls = type(name, (GymnasiumEnv,), {
         "__module__": __name__, "__qualname__": name,
         "__doc__": f"{name} (Gymnasium), {mode} vector env: see GymnasiumEnv.",
-        "reference": reference, "label": repr(options),
+        "reference": reference, "label": repr(options), "max_episode_steps": max_episode_steps,
         "source": staticmethod(source) if callable(source) else source,
         "vectorization_mode": mode, "seed": seed, "make_kwargs": make_kwargs,
         "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
-        "max_episode_steps": max_episode_steps,
     })
     if key is not None:
         _CLASSES[key] = cls
