@@ -9,8 +9,7 @@ from .base import (
     SubEnvError,
     apply_env_config,
 )
-from .gymnasium import GymnasiumEnv, gymnasium_env
-from .references import env_label, env_reference, import_env_class
+from .gymnasium import GymnasiumEnv, env_label, env_reference, gymnasium_env, import_env_class
 
 __all__ = [
     "ContinuousDummyEnv", "DiscreteDummyEnv", "Env", "EnvConfigError", "GymnasiumEnv",

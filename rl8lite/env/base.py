@@ -32,7 +32,6 @@ class Env(ABC):
     itself. ``horizon``: the algorithm's steps per collect; ``config``: the env parameters.
 
     Examples:
-        >>> from rl8lite.env import DiscreteDummyEnv
         >>> env = DiscreteDummyEnv(4)
         >>> env.reset().shape
         torch.Size([4, 1])

@@ -1,5 +1,5 @@
-"""Gymnasium envs as rl8lite envs, over Gymnasium's own vector envs (the optional
-``gymnasium`` extra, imported on first use)."""
+"""Gymnasium envs as rl8lite envs, over Gymnasium's own vector envs (the optional ``gymnasium``
+extra, imported on first use), and how configs and checkpoints name env classes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDict
 
 from ..data import DataKeys, Device
-from ..runtime.imports import dotted_path, import_dotted_path
+from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
 from .base import Env, EnvConfigError, SubEnvError, apply_env_config, is_plain
 
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
@@ -60,16 +60,17 @@ class GymnasiumEnv(Env):
         self._out_device = torch.empty(0, device=self.device).device  # "cuda" as "cuda:0"
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
         env_fns = [functools.partial(make_copy, self.source, kw, i) for i, kw in enumerate(kwargs)]
-        self._vector = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
-        self._close = weakref.finalize(self, self._vector.close)
+        #: Gymnasium's vector env under this env, to inspect (not to step or reset).
+        self.vector_env = make_vector_env(env_fns, self.vectorization_mode, self.vector_kwargs)
+        self._close = weakref.finalize(self, self.vector_env.close)
         self._failure: BaseException | None = None
         self._applied: dict[str, Any] = {}
         try:
-            space = self._observation_space = self._vector.single_observation_space
+            space = self._observation_space = self.vector_env.single_observation_space
             self.observation_spec, self._convert = observation_mapping(space, self.device)
-            space = self._vector.single_action_space
+            space = self.vector_env.single_action_space
             self.action_spec, self._env_actions = action_mapping(space, self.device)
-            self.default_config, time_limit = self._run(self._vector.call, "rl8lite_describe")[0]
+            self.default_config, time_limit = self._run("call", "rl8lite_describe")[0]
             self.max_episode_steps = self.max_episode_steps or time_limit
             self._check_config(self.config)
         except BaseException:
@@ -81,10 +82,10 @@ class GymnasiumEnv(Env):
         self._check_config(target)
         restore = [key for key in self._applied if key not in target]
         if target or restore:
-            self._run(self._vector.call, "rl8lite_configure", target, restore)
+            self._run("call", "rl8lite_configure", target, restore)
         self._applied = target
         seed, self._next_seed = self._next_seed, None
-        obs, _ = self._run(self._vector.reset, seed=seed)
+        obs, _ = self._run("reset", seed=seed)
         return self._convert(obs, self.num_envs)
 
     def _check_config(self, config: dict[str, Any]) -> None:
@@ -95,7 +96,7 @@ class GymnasiumEnv(Env):
         paths = {key: value for key, value in config.items() if not key.isidentifier()}
         if not paths:
             return
-        unknown, misfits = self._run(self._vector.call, "rl8lite_check_paths", paths)[0]
+        unknown, misfits = self._run("call", "rl8lite_check_paths", paths)[0]
         if unknown:
             why = "; ".join(unknown.values())
             raise EnvConfigError(f"{name} has no config path(s) {sorted(unknown)}: {why}")
@@ -105,7 +106,7 @@ class GymnasiumEnv(Env):
 
     def step(self, action: torch.Tensor) -> TensorDict:
         n, actions = self.num_envs, self._env_actions(action)
-        batch, rewards, terminated, truncated, infos = self._run(self._vector.step, actions)
+        batch, rewards, terminated, truncated, infos = self._run("step", actions)
         obs = final_obs = self._convert(batch, n)
         if "final_obs" in infos:
             final_obs = self._final_obs(batch, obs, infos)
@@ -133,21 +134,19 @@ class GymnasiumEnv(Env):
             return self._convert(final, self.num_envs)
         from gymnasium.vector.utils import concatenate, create_empty_array
 
-        space, rows = self._observation_space, list(infos["final_obs"][done])
-        final_obs = obs.clone()
-        final_obs[torch.from_numpy(done).to(self.device)] = self._convert(
-            concatenate(space, rows, create_empty_array(space, len(rows))), len(rows)
-        )
+        space, final_obs = self._observation_space, obs.clone()
+        rows = concatenate(space, infos["final_obs"][done], create_empty_array(space, len(done)))
+        final_obs[torch.from_numpy(done).to(self.device)] = self._convert(rows, len(done))
         return final_obs
 
     def render(self) -> np.ndarray:
         """Copy 0's RGB frame ``[H, W, 3]``; ``NotImplementedError`` without ``rgb_array``."""
-        name, mode = type(self).__name__, self._vector.render_mode
+        name, mode = type(self).__name__, self.vector_env.render_mode
         if mode != "rgb_array":
             raise NotImplementedError(f"{name}: copy 0 was made with render_mode={mode!r};"
                                       " render() needs 'rgb_array' (pass render_mode='rgb_array'"
                                       " to gymnasium_env, which gives it to copy 0 only)")
-        frame = self._run(self._vector.call, "rl8lite_render")[0]
+        frame = self._run("call", "rl8lite_render")[0]
         if isinstance(frame, str):  # the renderer's dependency is missing
             raise NotImplementedError(f"{name}: copy 0 cannot render: {frame}")
         frame = np.asarray(frame)
@@ -155,11 +154,6 @@ class GymnasiumEnv(Env):
             got = f"{frame.dtype} {list(frame.shape)}"
             raise ValueError(f"{name}: copy 0 rendered a {got} array, not [H, W, 3] uint8")
         return frame
-
-    @property
-    def vector_env(self) -> Any:
-        """Gymnasium's vector env under this env, to inspect (not to step or reset)."""
-        return self._vector
 
     def close(self) -> None:
         """Close every copy and end the worker processes (also on garbage collection)."""
@@ -172,13 +166,13 @@ class GymnasiumEnv(Env):
         """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
         self._next_seed = _first_seed(None, self.num_envs)
 
-    def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a vector env method; a sub-env failure closes the env for good."""
-        if self._failure is not None or self._vector.closed:
+        if self._failure is not None or self.vector_env.closed:
             reason = f" after sub-env failure: {self._failure}" if self._failure else ""
             raise RuntimeError(f"{type(self).__name__} is closed{reason}")
         try:
-            return method(*args, **kwargs)
+            return getattr(self.vector_env, method)(*args, **kwargs)
         except SubEnvError as e:
             self._failure = e
             self.close()
@@ -186,7 +180,7 @@ class GymnasiumEnv(Env):
         except ValueError as e:  # a sync copy's observation that does not fit the batch?
             from .gymnasium_copies import misfit_observations
 
-            if (misfits := misfit_observations(self._vector)) is None:
+            if (misfits := misfit_observations(self.vector_env)) is None:
                 raise
             self._failure = SubEnvError(misfits)
             self.close()
@@ -228,43 +222,6 @@ def gymnasium_env(env_id_or_factory: str | Callable[..., Any], *, vectorization_
     if not isinstance(source, str) and not callable(source):
         raise TypeError(f"env_id_or_factory must be an env id or a callable, received {source!r}")
     vector_kwargs = dict(vector_kwargs or {})
-    options, reference = _options(source, mode, seed, vector_kwargs, make_kwargs)
-    if reference is not None:
-        key: Any = json.dumps(reference, sort_keys=True)
-    else:  # the factory itself, where no path names it
-        key = (source, repr(sorted(options.items())))
-        try:
-            hash(key)
-        except TypeError:  # an unhashable callable: a new class each call
-            key = None
-    if key is not None and key in _CLASSES:
-        return _CLASSES[key]
-    from .gymnasium_copies import check_vector_kwargs, describe_source
-
-    name, max_episode_steps, renders = describe_source(source, make_kwargs)
-    check_vector_kwargs(mode, vector_kwargs)
-    if "render_mode" in make_kwargs:
-        render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
-    else:
-        render_kwargs = {"render_mode": "rgb_array"} if renders else {}
-    cls = type(name, (GymnasiumEnv,), {
-        "__module__": __name__, "__qualname__": name,
-        "__doc__": f"{name} (Gymnasium), {mode} vector env: see GymnasiumEnv.",
-        "reference": reference, "label": repr(options),
-        "source": staticmethod(source) if callable(source) else source,
-        "vectorization_mode": mode, "seed": seed, "make_kwargs": make_kwargs,
-        "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
-        "max_episode_steps": max_episode_steps,
-    })
-    if key is not None:
-        _CLASSES[key] = cls
-    return cls
-
-
-def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
-             vector_kwargs: dict[str, Any], make_kwargs: dict[str, Any]
-             ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The options, and again as the reference where they are plain data naming the source."""
     if isinstance(source, str):
         options: dict[str, Any] = {"gymnasium": source}
         nameable = True
@@ -284,4 +241,90 @@ def _options(source: str | Callable[..., Any], mode: str, seed: int | None,
     if vector_kwargs:
         options["vector_kwargs"] = vector_kwargs
     options.update(make_kwargs)
-    return options, options if nameable and is_plain(options) else None
+    reference = options if nameable and is_plain(options) else None
+    # one class per reference, or per factory object and options where no path names it
+    key: Any = (json.dumps(reference, sort_keys=True) if reference is not None
+                else (source, repr(sorted(options.items()))))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable callable: a new class each call
+        key = None
+    if key is not None and key in _CLASSES:
+        return _CLASSES[key]
+    from .gymnasium_copies import check_vector_kwargs, describe_source
+
+    name, max_episode_steps, renders = describe_source(source, make_kwargs)
+    check_vector_kwargs(mode, vector_kwargs)
+    render_kwargs = {"render_mode": "rgb_array"} if renders else {}
+    if "render_mode" in make_kwargs:  # for copy 0 only
+        render_kwargs = {"render_mode": make_kwargs.pop("render_mode")}
+    cls = type(name, (GymnasiumEnv,), {
+        "__module__": __name__, "__qualname__": name,
+        "__doc__": f"{name} (Gymnasium), {mode} vector env: see GymnasiumEnv.",
+        "reference": reference, "label": repr(options), "max_episode_steps": max_episode_steps,
+        "source": staticmethod(source) if callable(source) else source,
+        "vectorization_mode": mode, "seed": seed, "make_kwargs": make_kwargs,
+        "vector_kwargs": vector_kwargs, "render_kwargs": render_kwargs,
+    })
+    if key is not None:
+        _CLASSES[key] = cls
+    return cls
+
+
+def env_reference(env_cls: type) -> str | dict[str, Any]:
+    """The name :func:`import_env_class` imports ``env_cls`` back from (else an ``ImportError``).
+
+    Examples:
+        >>> from rl8lite.env import DiscreteDummyEnv
+        >>> env_reference(DiscreteDummyEnv)
+        'rl8lite.env.base.DiscreteDummyEnv'
+        >>> env_reference(gymnasium_env("CartPole-v1", vectorization_mode="async"))
+        {'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        if env_cls.reference is None:
+            raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
+                              " config or checkpoint: make it from an env id or a module-level"
+                              " factory, with plain-data keywords (numbers, strings, lists, dicts)")
+        return dict(env_cls.reference)
+    return dotted_path(env_cls)
+
+
+def env_label(env_cls: type) -> str:
+    """``env_cls``'s reference as one string, for experiment tracking (never raises).
+
+    Examples:
+        >>> env_label(gymnasium_env("CartPole-v1"))
+        "{'gymnasium': 'CartPole-v1', 'vectorization_mode': 'sync'}"
+    """
+    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+        return env_cls.label
+    return qualified_name(env_cls)
+
+
+def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
+    """The env class ``reference`` names: a dotted path, ``"gymnasium:<env id>"``, or
+    :func:`gymnasium_env`'s options with an env id under ``"gymnasium"`` or a factory's path
+    under ``"gymnasium_factory"`` (else a ``TypeError``); an ``ImportError`` where none imports.
+
+    Examples:
+        >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
+        'DiscreteDummyEnv'
+        >>> CartPole = import_env_class("gymnasium:CartPole-v1")
+        >>> import_env_class({"gymnasium": "CartPole-v1"}) is CartPole
+        True
+    """
+    if isinstance(reference, str) and reference.startswith("gymnasium:"):
+        return gymnasium_env(reference.removeprefix("gymnasium:"))
+    if not isinstance(reference, Mapping):
+        return import_dotted_path(reference, what=what)
+    options = dict(reference)
+    kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
+    if len(kinds) != 1:
+        raise TypeError("a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id)"
+                        " and 'gymnasium_factory' (a factory's dotted path), received keys"
+                        f" {sorted(options)}")
+    source = options.pop(kinds[0])
+    if kinds[0] == "gymnasium_factory":
+        source = import_dotted_path(source, what="gymnasium_factory")
+    return gymnasium_env(source, **options)

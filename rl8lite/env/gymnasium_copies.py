@@ -1,5 +1,4 @@
-"""The copies behind :class:`~rl8lite.env.GymnasiumEnv`: how each is made and wrapped (config,
-rendering, errors naming it), and the vector envs that run them in this process or in workers."""
+"""The copies behind :class:`~rl8lite.env.GymnasiumEnv`, and the vector envs that run them."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import gymnasium
@@ -32,7 +30,7 @@ _STEP = re.compile(r"\.?([A-Za-z_]\w*)|\[([^\]]+)\]")
 _SET_BY_ADAPTER = frozenset({"env_fns", "copy", "autoreset_mode"})
 
 
-def describe_failure(index: int, call: str, error: BaseException) -> str:
+def _describe_failure(index: int, call: str, error: BaseException) -> str:
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
     return (f"sub-env {index} raised {type(error).__name__} in {call}: {error}\n"
             f"--- traceback of sub-env {index} ---\n{trace}")
@@ -82,7 +80,7 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             obs, reward, terminated, truncated, _ = self.env.step(action)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "step()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "step()", e)) from e
         # rl8lite reads no info; an empty one spares the vector env merging it (7% of a step)
         return obs, reward, terminated, truncated, {}
 
@@ -90,18 +88,14 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             return self.env.reset(seed=seed, options=options)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "reset()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "reset()", e)) from e
 
     def rl8lite_describe(self) -> tuple[dict[str, Any], int | None]:
-        """The unwrapped env's public attributes holding numbers, strings or lists of them, and
-        the smallest ``TimeLimit`` among the wrappers."""
-        env, found = self.unwrapped, {}
-        for name in dir(env):
-            if name.startswith("_") or name in _GYMNASIUM_ENV_ATTRIBUTES:
-                continue
-            raw = inspect.getattr_static(env, name, None)
-            if not isinstance(raw, (property, classmethod, staticmethod)) and _is_parameter(raw):
-                found[name] = _plain(getattr(env, name))
+        """The unwrapped env's public numbers, strings and lists of them; the least TimeLimit."""
+        env = self.unwrapped
+        values = {name: inspect.getattr_static(env, name, None) for name in dir(env)
+                  if not name.startswith("_") and name not in _GYMNASIUM_ENV_ATTRIBUTES}
+        found = {name: _plain(value) for name, value in values.items() if _is_parameter(value)}
         limits, wrapper = [], self.env
         while isinstance(wrapper, gymnasium.Wrapper):
             if isinstance(wrapper, gymnasium.wrappers.TimeLimit):
@@ -132,35 +126,29 @@ class CopyWrapper(gymnasium.Wrapper):
         try:
             for key in restore:
                 original = self._originals.pop(key)
-                if not key.isidentifier():
-                    self._write(key, original)
-                elif original is _CLASS_ATTRIBUTE:
+                if original is _CLASS_ATTRIBUTE:
                     delattr(env, key)
                 else:
-                    setattr(env, key, original)
+                    self._write(key, original)
             for key, value in changes.items():
-                if not key.isidentifier():
-                    if key not in self._originals:
-                        self._originals[key] = copy.deepcopy(self._resolve(_steps(key)))
-                    self._write(key, value)
-                    continue
-                self._originals.setdefault(key, vars(env).get(key, _CLASS_ATTRIBUTE))
-                setattr(env, key, value)
+                if key.isidentifier():
+                    self._originals.setdefault(key, vars(env).get(key, _CLASS_ATTRIBUTE))
+                elif key not in self._originals:
+                    self._originals[key] = copy.deepcopy(self._resolve(_steps(key)))
+                self._write(key, value)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "the config", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "the config", e)) from e
 
     def _write(self, path: str, value: Any) -> None:
-        """Arrays are written in place (MuJoCo's are views of the simulator's model); a
-        class-level list, dict or array is first copied onto the env, never changed for all."""
+        """A key is set; an array at a path is written in place (MuJoCo's are views of the
+        simulator's model), a class-level list, dict or array first copied onto the env."""
         env, steps = self.unwrapped, _steps(path)
-        root = steps[0][1]
-        if root not in vars(env) and isinstance(
-            inspect.getattr_static(env, root, None), (list, dict, np.ndarray)
-        ):
-            setattr(env, root, copy.deepcopy(getattr(env, root)))
+        root, shared = steps[0][1], inspect.getattr_static(env, steps[0][1], None)
+        if root not in vars(env) and isinstance(shared, (list, dict, np.ndarray)):
+            setattr(env, root, copy.deepcopy(shared))
         parent = self._resolve(steps[:-1])
         (is_index, key), current = steps[-1], _get(parent, steps[-1])
-        if isinstance(current, np.ndarray):
+        if isinstance(current, np.ndarray) and not path.isidentifier():
             current[...] = value
         elif is_index:
             parent[key] = value
@@ -176,12 +164,11 @@ class CopyWrapper(gymnasium.Wrapper):
         except gymnasium.error.DependencyNotInstalled as e:
             return str(e)
         except Exception as e:
-            raise SubEnvError(describe_failure(self.index, "render()", e)) from e
+            raise SubEnvError(_describe_failure(self.index, "render()", e)) from e
 
 
 def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: int) -> CopyWrapper:
-    """Copy ``index``: ``gymnasium.make(source, **kwargs)``, or ``source(**kwargs)`` (with a
-    ``TimeLimit`` for a ``max_episode_steps`` keyword), in a :class:`CopyWrapper`."""
+    """Copy ``index``, wrapped; a factory's ``max_episode_steps`` keyword adds a TimeLimit."""
     kwargs = dict(kwargs)
     try:
         if isinstance(source, str):
@@ -194,7 +181,7 @@ def make_copy(source: str | Callable[..., Any], kwargs: dict[str, Any], index: i
             if time_limit is not None:
                 env = gymnasium.wrappers.TimeLimit(env, time_limit)
     except Exception as e:
-        raise SubEnvError(describe_failure(index, "its construction", e)) from e
+        raise SubEnvError(_describe_failure(index, "its construction", e)) from e
     return CopyWrapper(env, index)
 
 
@@ -217,7 +204,6 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
     if callable(source):
         name = getattr(source, "__name__", type(source).__name__)
         creator, also, owner = source, {"max_episode_steps"}, f"the factory {name}"
-        takes_render_mode = "render_mode" in (_keywords(source) or ())
         fallback_modes: tuple[str, ...] = ("rgb_array",)  # unless its metadata says otherwise
     else:
         module, _, name = source.rpartition(":")
@@ -231,8 +217,7 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
         if isinstance(creator, str):
             creator = gymnasium.envs.registration.load_env_creator(creator)
         owner = f"{source} (gymnasium.make and {getattr(creator, '__name__', creator)!s})"
-        also = {"max_episode_steps", "disable_env_checker"}
-        takes_render_mode, fallback_modes = True, ()
+        also, fallback_modes = {"max_episode_steps", "disable_env_checker"}, ()
         if steps is None:  # gymnasium.make: None (or no keyword) keeps the registered limit
             steps = spec.max_episode_steps
     accepted = _keywords(creator)
@@ -242,6 +227,7 @@ def describe_source(source: str | Callable[..., Any], make_kwargs: dict[str, Any
                         f" it takes {sorted(accepted | also)}")
     metadata = getattr(creator, "metadata", None)
     modes = metadata.get("render_modes", ()) if isinstance(metadata, dict) else fallback_modes
+    takes_render_mode = isinstance(source, str) or "render_mode" in (accepted or ())
     steps = steps if steps is None or steps > 0 else None  # -1: no limit
     return name, steps, takes_render_mode and "rgb_array" in modes
 
@@ -259,8 +245,7 @@ def check_vector_kwargs(mode: str, vector_kwargs: dict[str, Any]) -> None:
 
 def make_vector_env(env_fns: Sequence[Callable[[], gymnasium.Env]], mode: str,
                     vector_kwargs: dict[str, Any]) -> VectorEnv:
-    """A ``SyncVectorEnv`` or :class:`ReportingAsyncVectorEnv` over ``env_fns``, autoresetting
-    in the same step and returning its own arrays (no copies)."""
+    """A vector env over ``env_fns``, autoresetting in the same step, returning its own arrays."""
     kwargs = {"copy": False, "autoreset_mode": AutoresetMode.SAME_STEP, **vector_kwargs}
     if mode == "sync":
         return SyncVectorEnv(env_fns, **kwargs)
@@ -295,7 +280,7 @@ def _reporting_worker(index: int, env_fn: Callable[[], Any], pipe: Any, parent_p
         env = env_fn()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         if not isinstance(e, SubEnvError):
-            e = SubEnvError(describe_failure(index, "its construction", e))
+            e = SubEnvError(_describe_failure(index, "its construction", e))
         error_queue.put((index, SubEnvError, e, ""))
         parent_pipe.close()
         with contextlib.suppress(EOFError, OSError):  # a failed reply sends the parent to the queue
@@ -339,11 +324,10 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
             return super().call(name, *args, **kwargs)
 
     def _raise_if_errors(self, successes: Iterable[bool]) -> None:
-        successes = list(successes)
-        if all(successes):
+        if not (failures := list(successes).count(False)):
             return
         messages = []
-        for _ in range(len(successes) - sum(successes)):
+        for _ in range(failures):
             index, error_type, error, trace = self.error_queue.get()
             messages.append(str(error) if isinstance(error, SubEnvError) else
                             f"sub-env {index}'s worker raised {error_type.__name__}: {error}\n"
@@ -351,23 +335,21 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
         self.terminate()
         raise SubEnvError("\n\n".join(messages))
 
-    @contextmanager
+    @contextlib.contextmanager
     def _reporting_dead_workers(self) -> Iterator[None]:
         try:
             yield
         except (EOFError, ConnectionError) as e:
             processes = getattr(self, "processes", [])
-            deadline = time.monotonic() + 5.0
-            dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            while not dead and processes and time.monotonic() < deadline:  # a dying worker
+            deadline = time.monotonic() + 5.0  # for a dying worker to end
+            while (processes and all(p.exitcode is None for p in processes)
+                   and time.monotonic() < deadline):
                 time.sleep(0.01)
-                dead = [i for i, p in enumerate(processes) if p.exitcode is not None]
-            details = "; ".join(f"sub-env {i}'s worker (pid {processes[i].pid})"
-                                f" {_death(processes[i].exitcode)}" for i in dead)
+            details = "; ".join(f"sub-env {i}'s worker (pid {p.pid}) {_death(p.exitcode)}"
+                                for i, p in enumerate(processes) if p.exitcode is not None)
             self.terminate()
-            raise SubEnvError(f"{details or 'a worker process closed its pipe'}"
-                              f" ({type(e).__name__} on its pipe); every worker has been stopped"
-                              ) from e
+            raise SubEnvError(f"{details or 'a worker process closed its pipe'} ({type(e).__name__}"
+                              " on its pipe); every worker has been stopped") from e
 
     def close(self, **kwargs: Any) -> None:
         """Close the copies and end the workers, or :meth:`terminate` them where they cannot
@@ -383,12 +365,10 @@ class ReportingAsyncVectorEnv(AsyncVectorEnv):
 
     def terminate(self) -> None:
         """End every worker now (SIGKILL: workers ignore SIGTERM) and close the pipes."""
-        processes = getattr(self, "processes", [])
-        for process in processes:
-            if process.is_alive():
+        for process in getattr(self, "processes", []):
+            if process.is_alive():  # else already reaped
                 process.kill()
-        for process in processes:
-            process.join()
+                process.join()
         for pipe in getattr(self, "parent_pipes", []):
             if pipe is not None:
                 pipe.close()

@@ -40,17 +40,7 @@ def observation_mapping(space: spaces.Space, device: torch.device
                         ) -> tuple[Spec, ObservationConverter]:
     """The spec of one copy's observations and the converter ``(batch, n) -> tensor``: ``Box``
     (float64 as float32), ``Discrete``/``MultiDiscrete`` (indices from ``start``), ``MultiBinary``,
-    and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...).
-
-    Examples:
-        >>> import torch
-        >>> from gymnasium import spaces
-        >>> spec, convert = observation_mapping(spaces.Discrete(3, start=1), torch.device("cpu"))
-        >>> spec
-        Categorical(n=3, shape=[1], dtype=torch.int64, device=cpu)
-        >>> convert(np.array([1, 3]), 2).tolist()
-        [[0], [2]]
-    """
+    and ``Dict``/``Tuple`` of them (a Tuple's keys: ``"0"``...)."""
     if isinstance(space, spaces.Box):
         dtype = torch.from_numpy(np.empty(0, dtype=space.dtype)).dtype
         dtype = torch.float32 if dtype == torch.float64 else dtype
@@ -89,15 +79,7 @@ def observation_mapping(space: spaces.Space, device: torch.device
 def action_mapping(space: spaces.Space, device: torch.device) -> tuple[Spec, ActionConverter]:
     """The action spec the policy samples and the converter of its actions for the env:
     ``Discrete`` (``a + start``) and float ``Box`` (clipped; ``Unbounded`` where float32 cannot
-    span the bounds).
-
-    Examples:
-        >>> import torch
-        >>> from gymnasium import spaces
-        >>> spec, convert = action_mapping(spaces.Box(-1.0, 1.0, (1,)), torch.device("cpu"))
-        >>> convert(torch.tensor([[0.5], [3.0]])).tolist()
-        [[0.5], [1.0]]
-    """
+    span the bounds)."""
     if isinstance(space, spaces.Discrete):
         start = int(space.start)
         spec: Spec = Categorical(int(space.n), shape=[1], device=device)
