@@ -94,8 +94,7 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
         pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
     pooled.update(zip(counts, summed[2 * len(spread):]))
     # min x = -max(-x): one all-reduce for both
-    signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values
-             if k.endswith(("/min", "/max"))}
+    signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values if k.endswith(("/min", "/max"))}
     extremes = torch.stack([sign * values[k].double() for k, sign in signs.items()])
     ranks.all_reduce_(extremes, "max")
     pooled.update({k: sign * x for (k, sign), x in zip(signs.items(), extremes)})
