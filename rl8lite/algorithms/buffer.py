@@ -39,8 +39,7 @@ def final_obs_entry(buffer: TensorDict, observation_spec: Spec) -> torch.Tensor 
 
 def buffer_state(buffer: TensorDict) -> dict[str, torch.Tensor]:
     """Every leaf on the CPU, nested keys joined by ``"."`` (checkpoint form)."""
-    return {".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
-            for k, v in buffer.items(include_nested=True, leaves_only=True)}
+    return {k: v.detach().cpu().clone() for k, v in buffer.flatten_keys(".").items()}
 
 
 def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> None:

@@ -123,8 +123,7 @@ class Recurrent(Recurrence):
     resets) and stored at each sequence start, whence the update unrolls ``seq_len`` steps."""
 
     def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
-                 seqs_per_state_reset: int, chunk_rows: int | None,
-                 device: torch.device) -> None:
+                 seqs_per_state_reset: int, chunk_rows: int | None, device: torch.device) -> None:
         super().__init__(policy, horizon, chunk_rows)
         self.num_envs, self.device = num_envs, device
         self.unit_length = self.seq_len = seq_len

@@ -16,8 +16,7 @@ Pair = tuple[torch.Tensor, torch.Tensor]
 
 
 def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Raise a ``DistributedError`` naming each config field that differs between ranks (each
-    compared as text, classes and models by class name)."""
+    """Raise a ``DistributedError`` naming each config field (compared as text) ranks differ in."""
     fingerprint = {"env_cls": qualified_name(env_cls)}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)

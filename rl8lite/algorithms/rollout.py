@@ -197,8 +197,7 @@ class Rollout:
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
     def _time_steps(self, key: str) -> Any:
-        """The buffer entry ``key`` as one view per time step, made once (writing into a ready
-        view costs half of indexing the entry at every step)."""
+        """The buffer entry ``key`` as one view per time step, made once (cheaper than indexing)."""
         entry = self.buffer[key]
         made_of, views = self._views.get(key, (None, ()))
         if made_of is not entry:
@@ -259,8 +258,7 @@ class Rollout:
         return obs
 
     def check_finite(self, steps: int | None = None) -> None:
-        """NaN/Inf in the observations or rewards of the first ``steps`` steps (default: all) is an
-        error naming copies and steps."""
+        """Raise on NaN/Inf in the observations or rewards of the first ``steps`` (default: all)."""
         t, buf = self.horizon if steps is None else steps, self.buffer
         assert_finite({DataKeys.OBS: buf[DataKeys.OBS][:, : t + 1],
                        DataKeys.REWARDS: buf[DataKeys.REWARDS][:, :t, 0]}, env_name=self.env_name)

@@ -79,8 +79,7 @@ class Windowed(Feedforward):
         num_envs, horizon, device = buffer.batch_size[0], buffer.batch_size[1] - 1, buffer.device
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.entries = buffer, entries
-        # per path: the store, its rows and a zero row (for padding), per window position steps back
-        # from the last (offsets) and row offsets (positions), per buffer row the window's first
+        # per path: the store (then a zero row, read as padding), window offsets, first store rows
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.
