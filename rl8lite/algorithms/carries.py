@@ -193,8 +193,7 @@ class Recurrent(Recurrence):
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
         resets = resets.reshape(-1, self.seq_len)
         resets[:, 0] = False
-        states = self.sequence_states.reshape(-1, self.sequence_states.shape[-1])
-        return {"states": states, "resets": resets}
+        return {"states": self.sequence_states.flatten(0, 1), "resets": resets}
 
     def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
         """``[B, seq_len]`` buffer rows of sequences ``units``."""

@@ -77,6 +77,8 @@ class PPOUpdate:
         #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
+        self.loss_options = {name: getattr(hparams, name) for name in (
+            "clip_param", "dual_clip_param", "vf_clip_param", "vf_coeff", "vf_loss")}
         eager = self.chunk_losses_eager
         # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
         self.chunk_losses = torch.compile(eager) if hparams.compile is True else eager
@@ -169,16 +171,13 @@ class PPOUpdate:
                            entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(total loss, report)`` of one chunk: the loss to differentiate, and its losses and
         monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
-        hp = self.hparams
+        options = self.loss_options
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
             inputs = {"logp": logp.float(), "old_logp": chunk[DataKeys.LOGP].reshape(-1, 1),
                       "advantages": chunk[DataKeys.ADVANTAGES].reshape(-1, 1),
                       "values": values.float(), "old_values": chunk[DataKeys.VALUES].reshape(-1, 1),
                       "returns": chunk[DataKeys.RETURNS].reshape(-1, 1), "entropy": entropy.float()}
-            options = {"clip_param": hp.clip_param, "dual_clip_param": hp.dual_clip_param,
-                       "vf_clip_param": hp.vf_clip_param, "vf_coeff": hp.vf_coeff,
-                       "vf_loss": hp.vf_loss}
             total = ppo_loss(**inputs, entropy_coeff=entropy_coeff, **options).total
         with torch.no_grad():
             wide = {name: x.detach().double() for name, x in inputs.items()}
