@@ -97,7 +97,6 @@ class Feedforward(Recurrence):
         return in_chunks(self.policy.values, obs, size=self.chunk_rows)
 
     def fill_values(self, buffer: TensorDict) -> None:
-        """Write the values of every buffered observation into the buffer, in chunks."""
         obs_rows, value_rows = self.obs_rows(buffer), flat_rows(buffer[DataKeys.VALUES])
         size = self.chunk_rows or buffer.batch_size[0]
         for start in range(0, value_rows.shape[0], size):

@@ -125,7 +125,6 @@ class WholeBatch:
         return pooled_mean_var(x, self.ranks, correction=0)[1].sqrt()
 
     def sums(self, values: list[float]) -> list[float]:
-        """``values`` summed over ranks."""
         return values if not self.ranks.distributed else self.ranks.sum(values).tolist()
 
     def sums_tensor(self, values: torch.Tensor) -> torch.Tensor:

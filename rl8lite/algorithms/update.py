@@ -53,8 +53,7 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
 
 
 class PPOUpdate:
-    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, each minibatch's gradient
-    summed over chunks of at most ``chunk_samples`` samples (the same step)."""
+    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, in chunks of ``chunk_samples``."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
                  evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,

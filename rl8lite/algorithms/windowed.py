@@ -27,8 +27,7 @@ def windows_seen(model: Any, observation_spec: Spec) -> str | None:
 
 
 def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
-    """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requirements
-    window; a :class:`ConfigError` for an unknown key or a method that drops steps."""
+    """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requires."""
     requirements = getattr(model, "view_requirements", None) or {}
     leaves = [path for path, _ in spec_leaves(observation_spec)]
     sizes: dict[Path, int] = {}
@@ -41,9 +40,8 @@ def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
         path = parts[1:]
         covered = [leaf for leaf in leaves if leaf[: len(path)] == path]
         if not covered:
-            known = sorted(_key(leaf) for leaf in leaves)
             raise ConfigError(f"{name}.view_requirements key {key!r} is not in the observation"
-                              f" spec, whose entries are {known}")
+                              f" spec, whose entries are {sorted(map(_key, leaves))}")
         if requirement.shift and requirement.method is not PaddedRollingWindow:
             raise ConfigError(f"{name}.view_requirements[{key!r}] uses"
                               f" {requirement.method.__name__}, which drops the first `shift` steps"
@@ -145,7 +143,6 @@ class Windowed(Feedforward):
         return episode_steps(episode_ends(self.buffer), initial=self.initial)
 
     def obs_rows(self, buffer: TensorDict) -> WindowRows:
-        """The model's input at every buffer row (``[N * (T + 1)]``), gathered by index."""
         return WindowRows(self, self.episode_steps().reshape(-1))
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
@@ -267,10 +264,9 @@ def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int
         raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
                           " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset")
     if entries:
-        windowed = sorted(_key(path) for path in entries)
         raise ConfigError(f"{name} is a RecurrentModel with view requirements that window"
-                          f" {windowed}: a recurrent model sees the past through its state; use"
-                          " shift=0, or a feedforward Model")
+                          f" {sorted(map(_key, entries))}: a recurrent model sees the past through"
+                          " its state; use shift=0, or a feedforward Model")
     return Recurrent(policy, num_envs=config.num_envs, horizon=config.horizon,
                      seq_len=config.seq_len, seqs_per_state_reset=config.seqs_per_state_reset,
                      chunk_rows=chunk_rows, device=device)
