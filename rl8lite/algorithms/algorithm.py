@@ -271,8 +271,7 @@ class Algorithm:
             "monitors/grad_norm": result.grad_norm, "monitors/sgd_iters": float(result.passes),
             "monitors/explained_variance": float(explained_variance),
             "coefficients/entropy": entropy_coeff_used, "coefficients/vf": hp.vf_coeff,
-            "coefficients/lr": lr_used, "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
-        }
+            "coefficients/lr": lr_used, "profiling/step_ms": 1000.0 * (time.perf_counter() - start)}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that evolves during training (checkpoints add the config and RNG states)."""
@@ -288,8 +287,7 @@ class Algorithm:
                         "episodic": self.rollout.episodic},
             "buffer": buffer_state(self.buffer),
             "env": {k: v.cpu() if isinstance(v, torch.Tensor) else v
-                    for k, v in self.env.state_dict().items()},
-        }
+                    for k, v in self.env.state_dict().items()}}
         carried = self.recurrence.state_dict()
         if carried:
             state["recurrent" if self.policy.recurrent else "windows"] = carried
@@ -371,8 +369,7 @@ class Algorithm:
             "num_parameters": sum(p.numel() for p in self.policy.parameters()),
             "world_size": self.ranks.world_size,  # num_envs is per process
             "versions/rl8lite": package_version("rl8lite"), "versions/torch": torch.__version__,
-            "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__,
-        })
+            "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__})
         return params
 
     def memory_stats(self) -> dict[str, float]:

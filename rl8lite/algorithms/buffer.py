@@ -22,8 +22,7 @@ def allocate_buffer(observation_spec: Spec, action_spec: Spec, *, num_envs: int,
         DataKeys.OBS: observation_spec.zero([n, t1]), DataKeys.ACTIONS: action_spec.zero([n, t1]),
         DataKeys.LOGP: column(), DataKeys.VALUES: column(), DataKeys.REWARDS: column(),
         DataKeys.TERMINATED: column(torch.bool), DataKeys.TRUNCATED: column(torch.bool),
-        DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column(),
-    }
+        DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column()}
     if normalize_rewards:
         entries[DataKeys.REVERSED_DISCOUNTED_RETURNS] = column()
     return TensorDict(entries, batch_size=[n, t1], device=device)

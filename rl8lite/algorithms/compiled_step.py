@@ -33,8 +33,7 @@ def whole_step_unsupported(hparams: Any, device: torch.device, recurrent: bool, 
         "amsgrad, maximize or a differentiable optimizer": any(
             group.get(name) for name in ("amsgrad", "maximize", "differentiable")),
         "a tensor learning rate or betas": any(
-            isinstance(x, Tensor) for x in (group["lr"], *group["betas"])),
-    }
+            isinstance(x, Tensor) for x in (group["lr"], *group["betas"]))}
     return next((reason for reason, applies in reasons.items() if applies), None)
 
 

@@ -249,13 +249,11 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
 
 
 #: Range of each float field (``(``/``)``: open bounds; ``or None``: ``None`` allowed).
-_FLOAT_RANGES = {
-    "gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
-    "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
-    "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
-    "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
-    "observation_clip": "(0.0, inf)",
-}
+_FLOAT_RANGES = {"gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
+                 "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
+                 "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
+                 "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+                 "observation_clip": "(0.0, inf)"}
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,

@@ -121,19 +121,18 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
                              " before updating the policy")
 
 
-def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
-    """Reset ``env``, act once with ``policy`` and step once, checking every output."""
+def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any) -> None:
+    """Reset ``env``, act once with ``policy`` on ``inputs(obs)`` and step once, checking all."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()
         check_batch(obs, env.observation_spec, num_envs, f"{name}.reset output")
         env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
-        model_input = obs if inputs is None else inputs(obs)
         if policy.recurrent:
             states = policy.init_states(num_envs)
-            actions, logp, values, _ = policy.act_recurrent(model_input, states)
+            actions, logp, values, _ = policy.act_recurrent(inputs(obs), states)
         else:
-            actions, logp, values = policy.act(model_input)
+            actions, logp, values = policy.act(inputs(obs))
         check_actions(actions, env.action_spec, num_envs)
         for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
             if tuple(value.shape) != (num_envs, 1):

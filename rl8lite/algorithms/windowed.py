@@ -170,8 +170,7 @@ class Windowed(Feedforward):
         return store[:, : store.shape[1] - self.horizon - 1]
 
     def state_dict(self) -> dict[str, Any]:
-        history = {_key(path): self._history(store).cpu().clone()
-                   for path, store in self.stores.items()}
+        history = {_key(p): self._history(store).cpu().clone() for p, store in self.stores.items()}
         return {"history": history, "start": self.start.cpu().clone(),
                 "initial": self.initial.cpu().clone()}
 
