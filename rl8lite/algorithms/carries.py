@@ -166,8 +166,7 @@ class Recurrent(Recurrence):
                 self.final_obs_values_kept[copies, t] = values
         elif final_obs is not None:
             if self.final_states is None:
-                self.final_states = torch.empty(n, self.horizon, states.shape[-1],
-                                                dtype=states.dtype, device=self.device)
+                self.final_states = states.new_empty(n, self.horizon, states.shape[-1])
             self.final_states[:, t] = states
         self.states = states * (~(terminated | truncated)).to(states.dtype)
 

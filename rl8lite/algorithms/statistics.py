@@ -132,7 +132,6 @@ class CollectStatistics:
             running = 1.0 if ends is None else (~ends[:, -1]).float()
             self.discounted_return = trace[:, -1] * running
             values["coefficients/reward_scale"] = self.whole.population_std(trace)
-        ended = None
         if ends is not None:
             episode_return, episode_length = episode_returns(
                 rewards, ends, self.episode_return, self.episode_length)
@@ -140,12 +139,11 @@ class CollectStatistics:
             self.episode_return = (episode_return[:, -1] * running).to(rewards.dtype)
             self.episode_length = episode_length[:, -1].long() * running
             values["episodes/count"] = ends.sum().double()
-            ended = (ends, episode_return, episode_length)
         if self.whole.ranks.distributed:
             values = pool_collect_stats(values, self.whole.ranks)
         stats = dict(zip(values, torch.stack([v.double() for v in values.values()]).tolist()))
-        if ended is not None:
-            stats.update(self._episode_window(*ended))
+        if ends is not None:
+            stats.update(self._episode_window(ends, episode_return, episode_length))
         return stats
 
     def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor,
