@@ -41,8 +41,7 @@ class AlgorithmConfig:
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
-    #: Reset the env every this many collects (``> 0``), or only at the first (``< 0``); ``None``:
-    #: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
+    #: Collects per env reset (``< 0``: only the first resets); ``None``: -1 if episodic, else 1.
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -97,8 +96,7 @@ class AlgorithmConfig:
     accumulate_grads: bool = False
     #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
-    #: Most samples per forward/backward of the update (the same step); ``"auto"``: about 2**21
-    #: activation floats on CPU, no chunks elsewhere.
+    #: Most samples per forward/backward of the update; ``"auto"``: ~2**21 floats on CPU, else all.
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
     #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
