@@ -197,8 +197,7 @@ class Recurrent(Recurrence):
         """``[B, seq_len]`` buffer rows of sequences ``units``."""
         # sequence s = n * S + j (copy n, S = T / seq_len per copy) starts at row
         # n * (T + 1) + j * seq_len = s * seq_len + s // S
-        per_copy = self.horizon // self.seq_len
-        starts = units * self.seq_len + units // per_copy
+        starts = units * self.seq_len + units // (self.horizon // self.seq_len)
         return starts[:, None] + torch.arange(self.seq_len, device=units.device)
 
     def evaluate(self, chunk: dict[str, Any]) -> Triple:

@@ -135,6 +135,5 @@ class WholeBatch:
         """``(min, max)`` of every rank's ``x`` (an empty ``x`` counts for nothing)."""
         inf = torch.tensor(float("inf"), dtype=torch.float64, device=x.device)
         low, high = (x.min(), x.max()) if x.numel() else (inf, -inf)
-        both = torch.stack([-low, high]).double()
-        low, high = self.ranks.all_reduce_(both, "max").tolist()
+        low, high = self.ranks.all_reduce_(torch.stack([-low, high]).double(), "max").tolist()
         return -low, high

@@ -72,9 +72,8 @@ def _trace_by_matrix(rewards: torch.Tensor, initial: torch.Tensor, gamma: float,
 def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_return: torch.Tensor,
                     carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(return, length)`` ``[N, T]`` (float64) of each step's episode, as of that step."""
-    slices = copy_slices(*rewards.shape, rewards.device)
     parts = [_episode_rows(rewards[r], episode_ends[r], carry_return[r], carry_length[r])
-             for r in slices]
+             for r in copy_slices(*rewards.shape, rewards.device)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
