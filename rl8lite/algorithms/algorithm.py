@@ -19,7 +19,7 @@ from ..nn.normalization import ObservationNormalizer
 from ..nn.ppo import gae
 from ..policies import build_policy
 from ..runtime.checkpoint_files import seed_everything
-from ..runtime.distributed import Ranks, join_process_group, shares_failures
+from ..runtime.distributed import join_process_group, shares_failures
 from ..runtime.imports import package_version, qualified_name
 from ..runtime.memory import device_memory, keep_freed_memory, optimizer_bytes, tensor_bytes
 from ..schedulers import EntropyScheduler, LRScheduler
@@ -39,9 +39,8 @@ _EPS = 1e-8
 
 @dataclass
 class AlgorithmState:
-    """Counters and scales that evolve during training: training collects (rl8's ``horizons``),
-    whether the buffer holds a collect not yet used by ``step``, the std of the running discounted
-    returns that rewards are divided by, policy updates, and sequences collected (recurrent)."""
+    """Training counters: collects (rl8's ``horizons``), updates, sequences (recurrent); whether the
+    buffer holds a collect ``step`` has not used; the reward scale (std of discounted returns)."""
 
     horizons: int = 0
     buffered: bool = False
@@ -81,7 +80,6 @@ class Algorithm:
         #: Whether the env was handed over as an instance (a checkpoint then needs it to resume).
         self.env_given = instance is not None
         #: This process's place among the training processes (one, without torchrun).
-        self.ranks: Ranks
         self.ranks, self.device = join_process_group(config.device)
         self._build(config, instance)
 
@@ -136,10 +134,9 @@ class Algorithm:
             hp.entropy_coeff, schedule=hp.entropy_coeff_schedule,
             kind=hp.entropy_coeff_schedule_kind)
         self.update = PPOUpdate(
-            self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate,
-            unit_length=self.recurrence.unit_length, hparams=hp, device=self.device,
-            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy),
-            ranks=self.ranks)
+            self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate, hparams=hp,
+            unit_length=self.recurrence.unit_length, device=self.device, ranks=self.ranks,
+            chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy))
         #: Why the update's minibatch step is not compiled whole (CPU only), or ``None``.
         self.whole_step_off = whole_step_unsupported(
             hp, self.device, self.policy.recurrent, isinstance(self.recurrence, Windowed),
@@ -240,8 +237,7 @@ class Algorithm:
             column(DataKeys.REWARDS) / (reward_scale + _EPS), values, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda, terminated=column(DataKeys.TERMINATED),
             truncated=column(DataKeys.TRUNCATED), final_values=column(DataKeys.FINAL_VALUES),
-            out=(column(DataKeys.ADVANTAGES), column(DataKeys.RETURNS)),
-        )
+            out=(column(DataKeys.ADVANTAGES), column(DataKeys.RETURNS)))
         whole = self.whole_batch  # this buffer's samples, or every rank's
         residual = returns - values[:, :horizon]
         explained_variance = 1.0 - whole.var(residual) / (whole.var(returns) + _EPS)
@@ -272,12 +268,10 @@ class Algorithm:
         return {
             **{f"losses/{name}": means[name] for name in ("total", "policy", "vf", "entropy")},
             **{f"monitors/{name}": means[name] for name in ("kl_div", "clip_fraction")},
-            "monitors/grad_norm": result.grad_norm,
+            "monitors/grad_norm": result.grad_norm, "monitors/sgd_iters": float(result.passes),
             "monitors/explained_variance": float(explained_variance),
-            "monitors/sgd_iters": float(result.passes), "coefficients/entropy": entropy_coeff_used,
-            "coefficients/vf": hp.vf_coeff, "coefficients/lr": lr_used,
-            "profiling/step_ms": 1000.0 * (time.perf_counter() - start),
-        }
+            "coefficients/entropy": entropy_coeff_used, "coefficients/vf": hp.vf_coeff,
+            "coefficients/lr": lr_used, "profiling/step_ms": 1000.0 * (time.perf_counter() - start)}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that evolves during training (checkpoints add the config and RNG states)."""
@@ -293,8 +287,7 @@ class Algorithm:
                         "episodic": self.rollout.episodic},
             "buffer": buffer_state(self.buffer),
             "env": {k: v.cpu() if isinstance(v, torch.Tensor) else v
-                    for k, v in self.env.state_dict().items()},
-        }
+                    for k, v in self.env.state_dict().items()}}
         carried = self.recurrence.state_dict()
         if carried:
             state["recurrent" if self.policy.recurrent else "windows"] = carried
@@ -376,8 +369,7 @@ class Algorithm:
             "num_parameters": sum(p.numel() for p in self.policy.parameters()),
             "world_size": self.ranks.world_size,  # num_envs is per process
             "versions/rl8lite": package_version("rl8lite"), "versions/torch": torch.__version__,
-            "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__,
-        })
+            "versions/tensordict": tensordict.__version__, "versions/numpy": np.__version__})
         return params
 
     def memory_stats(self) -> dict[str, float]:
@@ -397,15 +389,7 @@ class Algorithm:
 
 class RecurrentAlgorithm(Algorithm):
     """PPO with a recurrent policy (rl8's name): :class:`Algorithm` with a
-    :class:`RecurrentAlgorithmConfig` and, by default, a ``DefaultRecurrentModel``.
-
-    Examples:
-        >>> from rl8lite import RecurrentAlgorithm
-        >>> from rl8lite.env import DiscreteDummyEnv
-        >>> algo = RecurrentAlgorithm(DiscreteDummyEnv, num_envs=4, horizon=8, seq_len=4)
-        >>> "losses/total" in (algo.collect(), algo.step())[1]
-        True
-    """
+    :class:`RecurrentAlgorithmConfig` (``seq_len``, ...), by default a ``DefaultRecurrentModel``."""
 
     default_model_cls = DefaultRecurrentModel
 

@@ -22,8 +22,7 @@ def allocate_buffer(observation_spec: Spec, action_spec: Spec, *, num_envs: int,
         DataKeys.OBS: observation_spec.zero([n, t1]), DataKeys.ACTIONS: action_spec.zero([n, t1]),
         DataKeys.LOGP: column(), DataKeys.VALUES: column(), DataKeys.REWARDS: column(),
         DataKeys.TERMINATED: column(torch.bool), DataKeys.TRUNCATED: column(torch.bool),
-        DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column(),
-    }
+        DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column()}
     if normalize_rewards:
         entries[DataKeys.REVERSED_DISCOUNTED_RETURNS] = column()
     return TensorDict(entries, batch_size=[n, t1], device=device)
@@ -39,8 +38,7 @@ def final_obs_entry(buffer: TensorDict, observation_spec: Spec) -> torch.Tensor 
 
 def buffer_state(buffer: TensorDict) -> dict[str, torch.Tensor]:
     """Every leaf on the CPU, nested keys joined by ``"."`` (checkpoint form)."""
-    return {".".join(k) if isinstance(k, tuple) else k: v.detach().cpu().clone()
-            for k, v in buffer.items(include_nested=True, leaves_only=True)}
+    return {k: v.detach().cpu().clone() for k, v in buffer.flatten_keys(".").items()}
 
 
 def load_buffer_state(buffer: TensorDict, state: dict[str, torch.Tensor]) -> None:

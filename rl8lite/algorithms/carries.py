@@ -97,7 +97,6 @@ class Feedforward(Recurrence):
         return in_chunks(self.policy.values, obs, size=self.chunk_rows)
 
     def fill_values(self, buffer: TensorDict) -> None:
-        """Write the values of every buffered observation into the buffer, in chunks."""
         obs_rows, value_rows = self.obs_rows(buffer), flat_rows(buffer[DataKeys.VALUES])
         size = self.chunk_rows or buffer.batch_size[0]
         for start in range(0, value_rows.shape[0], size):
@@ -123,8 +122,7 @@ class Recurrent(Recurrence):
     resets) and stored at each sequence start, whence the update unrolls ``seq_len`` steps."""
 
     def __init__(self, policy: Policy, *, num_envs: int, horizon: int, seq_len: int,
-                 seqs_per_state_reset: int, chunk_rows: int | None,
-                 device: torch.device) -> None:
+                 seqs_per_state_reset: int, chunk_rows: int | None, device: torch.device) -> None:
         super().__init__(policy, horizon, chunk_rows)
         self.num_envs, self.device = num_envs, device
         self.unit_length = self.seq_len = seq_len
@@ -168,8 +166,7 @@ class Recurrent(Recurrence):
                 self.final_obs_values_kept[copies, t] = values
         elif final_obs is not None:
             if self.final_states is None:
-                self.final_states = torch.empty(n, self.horizon, states.shape[-1],
-                                                dtype=states.dtype, device=self.device)
+                self.final_states = states.new_empty(n, self.horizon, states.shape[-1])
             self.final_states[:, t] = states
         self.states = states * (~(terminated | truncated)).to(states.dtype)
 
@@ -194,15 +191,13 @@ class Recurrent(Recurrence):
         resets = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
         resets = resets.reshape(-1, self.seq_len)
         resets[:, 0] = False
-        states = self.sequence_states.reshape(-1, self.sequence_states.shape[-1])
-        return {"states": states, "resets": resets}
+        return {"states": self.sequence_states.flatten(0, 1), "resets": resets}
 
     def unit_rows(self, units: torch.Tensor) -> torch.Tensor:
         """``[B, seq_len]`` buffer rows of sequences ``units``."""
         # sequence s = n * S + j (copy n, S = T / seq_len per copy) starts at row
         # n * (T + 1) + j * seq_len = s * seq_len + s // S
-        per_copy = self.horizon // self.seq_len
-        starts = units * self.seq_len + units // per_copy
+        starts = units * self.seq_len + units // (self.horizon // self.seq_len)
         return starts[:, None] + torch.arange(self.seq_len, device=units.device)
 
     def evaluate(self, chunk: dict[str, Any]) -> Triple:

@@ -23,13 +23,11 @@ def activation_width(model: torch.nn.Module) -> int | None:
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
             width += module.out_features
-        elif isinstance(module, torch.nn.RNNBase):
-            gates = {"LSTM": 4, "GRU": 3}.get(module.mode, 1)
+        elif isinstance(module, torch.nn.RNNBase):  # weight_ih_l0: [gates * hidden_size, inputs]
             directions = 2 if module.bidirectional else 1
-            width += gates * module.hidden_size * module.num_layers * directions
+            width += module.weight_ih_l0.shape[0] * module.num_layers * directions
         elif isinstance(module, torch.nn.RNNCellBase):
-            lstm, gru = isinstance(module, torch.nn.LSTMCell), isinstance(module, torch.nn.GRUCell)
-            width += (4 if lstm else 3 if gru else 1) * module.hidden_size
+            width += module.weight_ih.shape[0]
         elif isinstance(module, torch.nn.Embedding):
             width += module.embedding_dim
         elif isinstance(module, torch.nn.MultiheadAttention):

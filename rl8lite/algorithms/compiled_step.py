@@ -1,6 +1,5 @@
-"""The update's whole minibatch step as one compiled graph on a CPU: the gather, the forward and
-backward (``torch.func``), the gradient norm and clip, and the Adam/AdamW step, writing into the
-optimizer's own state, with no host read: a few fused loops, not ~150 small eager kernels."""
+"""The update's minibatch step compiled whole on a CPU: gather, forward and backward, clip and the
+Adam/AdamW step into the optimizer's state, with no host read (a few fused loops)."""
 
 from __future__ import annotations
 
@@ -34,22 +33,19 @@ def whole_step_unsupported(hparams: Any, device: torch.device, recurrent: bool, 
         "amsgrad, maximize or a differentiable optimizer": any(
             group.get(name) for name in ("amsgrad", "maximize", "differentiable")),
         "a tensor learning rate or betas": any(
-            isinstance(x, Tensor) for x in (group["lr"], *group["betas"])),
-    }
+            isinstance(x, Tensor) for x in (group["lr"], *group["betas"]))}
     return next((reason for reason, applies in reasons.items() if applies), None)
 
 
 def adam_update(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step: Tensor,
                 *, lr: Tensor, beta1: float, beta2: float, eps: float, weight_decay: float,
                 decoupled: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One Adam (``decoupled``: AdamW) step, as ``torch.optim.Adam`` takes it:
-    ``(param, exp_avg, exp_avg_sq, step)`` after it.
+    """One ``torch.optim.Adam`` (``decoupled``: AdamW) step: ``(param, exp_avg, exp_avg_sq, step)``.
 
         m_t = beta1 m + (1 - beta1) g,   v_t = beta2 v + (1 - beta2) g^2
         p_t = p - lr / (1 - beta1^t) * m_t / (sqrt(v_t) / sqrt(1 - beta2^t) + eps)
 
-    with ``g += weight_decay p`` (Adam) or ``p *= 1 - lr weight_decay`` first (AdamW); ``lr`` a
-    0-d float64 tensor."""
+    with ``g += weight_decay p`` (Adam) or ``p *= 1 - lr weight_decay`` first (AdamW)."""
     if weight_decay and decoupled:
         param = param * (1 - lr * weight_decay).float()
     elif weight_decay:
@@ -65,8 +61,7 @@ def adam_update(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor
 
 
 class _Losses(nn.Module):
-    """The policy as a submodule, so ``torch.func.functional_call`` swaps its parameters for the
-    ones differentiated while ``losses`` (which reaches the policy by itself) runs."""
+    """The policy as a submodule: ``functional_call`` swaps its parameters while ``losses`` runs."""
 
     def __init__(self, policy: nn.Module, losses: Callable[..., tuple[Tensor, Tensor]]) -> None:
         super().__init__()
@@ -77,16 +72,13 @@ class _Losses(nn.Module):
 
 
 class CompiledMinibatchStep:
-    """A :class:`~rl8lite.algorithms.update.PPOUpdate` minibatch step, ``(batch, units, row) ->
-    gradient norm``, compiled whole (``fullgraph``). A non-finite loss or gradient norm sets the
-    update's ``failed`` flags and no parameter moves from then on, as fused Adam's skip does;
-    the update raises at the pass's end. A model the compiler cannot trace whole fails before
-    anything is written (``fullgraph``): a warning says why, and ``fallback`` takes every step."""
+    """A ``PPOUpdate`` minibatch step, ``(batch, units, row) -> gradient norm``, compiled whole. A
+    non-finite loss or norm sets ``failed`` and freezes the parameters (as fused Adam skips); a
+    model that cannot compile whole warns at the first call, and ``fallback`` takes every step."""
 
     def __init__(self, policy: nn.Module, optimizer: torch.optim.Optimizer,
-                 losses: Callable[..., tuple[Tensor, Tensor]], *, coeff: Tensor,
-                 failed: Tensor, max_grad_norm: float | None,
-                 fallback: Callable[..., Tensor]) -> None:
+                 losses: Callable[..., tuple[Tensor, Tensor]], *, coeff: Tensor, failed: Tensor,
+                 max_grad_norm: float | None, fallback: Callable[..., Tensor]) -> None:
         self.optimizer, self.coeff, self.failed = optimizer, coeff, failed
         self.fallback, self.compiled_once, self.max_grad_norm = fallback, False, max_grad_norm
         self.module = _Losses(policy, losses)
@@ -106,8 +98,7 @@ class CompiledMinibatchStep:
         return tuple([state[p][key] for p in params] for key in ("exp_avg", "exp_avg_sq", "step"))
 
     def _optimizer_inputs(self) -> tuple[Any, ...]:
-        """The step's parameters, options and state, read from the optimizer as its own step
-        reads them; the learning rate into a tensor (a new value needs no new graph)."""
+        """Parameters, options and state as the optimizer's step reads them; lr into a tensor."""
         group = self.optimizer.param_groups[0]
         self.lr.fill_(group["lr"])
         options = {"beta1": float(group["betas"][0]), "beta2": float(group["betas"][1]),

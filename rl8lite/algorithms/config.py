@@ -41,8 +41,7 @@ class AlgorithmConfig:
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
-    #: Reset the env every this many collects (``> 0``), or only at the first (``< 0``); ``None``:
-    #: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
+    #: Collects per env reset (``< 0``: only the first resets); ``None``: -1 if episodic, else 1.
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -89,8 +88,7 @@ class AlgorithmConfig:
     normalize_advantages: bool = True
     #: Divide rewards by the std of their running discounted sums (as in rl8).
     normalize_rewards: bool = True
-    #: Normalise every float observation entry by its running mean and variance (float64, pooled
-    #: over ranks, updated after each ``step``), in the policy: checkpointed and exported with it.
+    #: Normalise float observation entries by their running mean and variance, inside the policy.
     normalize_observations: bool = False
     #: Normalised observations are clipped to ``[-observation_clip, observation_clip]`` (``> 0``).
     observation_clip: float = 10.0
@@ -98,18 +96,16 @@ class AlgorithmConfig:
     accumulate_grads: bool = False
     #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
-    #: Most samples per forward/backward of the update (the same step); ``"auto"``: about 2**21
-    #: activation floats on CPU, no chunks elsewhere.
+    #: Most samples per forward/backward of the update; ``"auto"``: ~2**21 floats on CPU, else all.
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
     #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
     collect_chunk_size: int | Literal["auto"] | None = "auto"
     #: Make glibc's malloc keep freed memory for reuse (CPU; process-wide and not undone).
     tune_malloc: bool = False
-    #: ``torch.compile`` the update's minibatch step. ``True``: from the first update, on a CPU the
-    #: whole step as one graph where supported (feedforward, Adam/AdamW, no AMP, one process), else
-    #: the loss, and off the CPU the policy's sampling too; ``"auto"``: the whole step on a CPU
-    #: where supported, once the run has planned 20,000 optimizer steps; ``False``: eager.
+    #: ``torch.compile`` the update's minibatch step. ``True``: whole as one graph on a CPU where
+    #: supported (feedforward, Adam/AdamW, no AMP, one process), else the loss (and sampling off the
+    #: CPU); ``"auto"``: whole on a CPU where supported, once 20,000 optimizer steps are planned.
     compile: bool | Literal["auto"] = "auto"
     #: Capture the collect and the update's minibatch step as CUDA graphs: ``True``, ``False`` or
     #: ``"auto"``: where supported (feedforward, no view windows, Adam/AdamW, no AMP, one process).
@@ -157,11 +153,9 @@ class AlgorithmConfig:
         for name in ("compile", "cuda_graphs"):
             if not (isinstance(value := getattr(self, name), bool) or value == "auto"):
                 raise ConfigError(f"{name} must be True, False or 'auto', received {value!r}")
-        for name in ("tune_malloc", "shuffle_minibatches", "normalize_advantages",
-                     "normalize_rewards", "normalize_observations", "accumulate_grads",
-                     "enable_amp"):
-            if not isinstance(value := getattr(self, name), bool):
-                raise ConfigError(f"{name} must be a bool, received {value!r}")
+        for f in dataclasses.fields(self):
+            if f.type == "bool" and not isinstance(value := getattr(self, f.name), bool):
+                raise ConfigError(f"{f.name} must be a bool, received {value!r}")
         try:
             validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule,
                               self.entropy_coeff_schedule_kind)
@@ -169,11 +163,6 @@ class AlgorithmConfig:
             resolve_device(self.device)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        self._validate_classes()
-        check_int("seed", self.seed, minimum=0, optional=True)
-        return self
-
-    def _validate_classes(self) -> None:
         optimizer = self.optimizer_cls
         if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
             raise ConfigError(f"optimizer_cls must be a torch.optim.Optimizer subclass, received"
@@ -198,6 +187,8 @@ class AlgorithmConfig:
         if dist is not None and not (isinstance(dist, type) and issubclass(dist, Distribution)):
             raise ConfigError(f"distribution_cls must be a rl8lite.distributions.Distribution"
                               f" subclass, received {dist!r}")
+        check_int("seed", self.seed, minimum=0, optional=True)
+        return self
 
     @property
     def num_minibatches(self) -> int:
@@ -256,13 +247,11 @@ def unknown_fields(unknown: list[str], valid: list[str]) -> str:
 
 
 #: Range of each float field (``(``/``)``: open bounds; ``or None``: ``None`` allowed).
-_FLOAT_RANGES = {
-    "gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
-    "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
-    "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
-    "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
-    "observation_clip": "(0.0, inf)",
-}
+_FLOAT_RANGES = {"gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param": "(0.0, 1.0)",
+                 "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
+                 "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
+                 "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+                 "observation_clip": "(0.0, inf)"}
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False,

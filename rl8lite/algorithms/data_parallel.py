@@ -16,8 +16,7 @@ Pair = tuple[torch.Tensor, torch.Tensor]
 
 
 def check_same_config(ranks: Ranks, config: Any, env_cls: type) -> None:
-    """Raise a ``DistributedError`` naming each config field that differs between ranks (each
-    compared as text, classes and models by class name)."""
+    """Raise a ``DistributedError`` naming each config field (compared as text) ranks differ in."""
     fingerprint = {"env_cls": qualified_name(env_cls)}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -94,8 +93,7 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
         pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
     pooled.update(zip(counts, summed[2 * len(spread):]))
     # min x = -max(-x): one all-reduce for both
-    signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values
-             if k.endswith(("/min", "/max"))}
+    signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values if k.endswith(("/min", "/max"))}
     extremes = torch.stack([sign * values[k].double() for k, sign in signs.items()])
     ranks.all_reduce_(extremes, "max")
     pooled.update({k: sign * x for (k, sign), x in zip(signs.items(), extremes)})
@@ -127,7 +125,6 @@ class WholeBatch:
         return pooled_mean_var(x, self.ranks, correction=0)[1].sqrt()
 
     def sums(self, values: list[float]) -> list[float]:
-        """``values`` summed over ranks."""
         return values if not self.ranks.distributed else self.ranks.sum(values).tolist()
 
     def sums_tensor(self, values: torch.Tensor) -> torch.Tensor:
@@ -138,6 +135,5 @@ class WholeBatch:
         """``(min, max)`` of every rank's ``x`` (an empty ``x`` counts for nothing)."""
         inf = torch.tensor(float("inf"), dtype=torch.float64, device=x.device)
         low, high = (x.min(), x.max()) if x.numel() else (inf, -inf)
-        both = torch.stack([-low, high]).double()
-        low, high = self.ranks.all_reduce_(both, "max").tolist()
+        low, high = self.ranks.all_reduce_(torch.stack([-low, high]).double(), "max").tolist()
         return -low, high

@@ -1,5 +1,4 @@
-"""CUDA graphs of the collect and the update's minibatch step: each function runs eagerly once,
-is captured at its next call with the same input sizes, and replayed from then on."""
+"""CUDA graphs of the collect and the update's minibatch step: run once, captured, then replayed."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def graphs_unsupported(hparams: Any, device: torch.device, recurrent: bool, wind
 
 
 def capturable_optimizer_kwargs(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """Adam/AdamW keywords for a captured step: fused, capturable, and the learning rate a
-    device tensor (a number would be fixed in the graph; schedules fill the tensor)."""
+    """Adam/AdamW keywords for a captured step: fused, capturable, lr a tensor schedules fill."""
     lr = kwargs.get("lr", 1e-3)
     return {**kwargs, "fused": True, "capturable": True, "foreach": None,
             "lr": torch.tensor(float(lr), device=device)}

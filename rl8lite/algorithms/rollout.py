@@ -121,19 +121,18 @@ def assert_finite(named: dict[str, torch.Tensor | TensorDict], *, env_name: str)
                              " before updating the policy")
 
 
-def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any = None) -> None:
-    """Reset ``env``, act once with ``policy`` and step once, checking every output."""
+def dry_run(env: Any, policy: Any, num_envs: int, inputs: Any) -> None:
+    """Reset ``env``, act once with ``policy`` on ``inputs(obs)`` and step once, checking all."""
     name = type(env).__name__
     with torch.inference_mode():
         obs = env.reset()
         check_batch(obs, env.observation_spec, num_envs, f"{name}.reset output")
         env.observation_spec.assert_is_in(obs, key=f"{name}.reset output")
-        model_input = obs if inputs is None else inputs(obs)
         if policy.recurrent:
             states = policy.init_states(num_envs)
-            actions, logp, values, _ = policy.act_recurrent(model_input, states)
+            actions, logp, values, _ = policy.act_recurrent(inputs(obs), states)
         else:
-            actions, logp, values = policy.act(model_input)
+            actions, logp, values = policy.act(inputs(obs))
         check_actions(actions, env.action_spec, num_envs)
         for key, value in ((DataKeys.LOGP, logp), (DataKeys.VALUES, values)):
             if tuple(value.shape) != (num_envs, 1):
@@ -197,8 +196,7 @@ class Rollout:
         self._steps(self.buffer[DataKeys.OBS][:, 0], key[0], [0], checked=True)
 
     def _time_steps(self, key: str) -> Any:
-        """The buffer entry ``key`` as one view per time step, made once (writing into a ready
-        view costs half of indexing the entry at every step)."""
+        """The buffer entry ``key`` as one view per time step, made once (cheaper than indexing)."""
         entry = self.buffer[key]
         made_of, views = self._views.get(key, (None, ()))
         if made_of is not entry:
@@ -259,8 +257,7 @@ class Rollout:
         return obs
 
     def check_finite(self, steps: int | None = None) -> None:
-        """NaN/Inf in the observations or rewards of the first ``steps`` steps (default: all) is an
-        error naming copies and steps."""
+        """Raise on NaN/Inf in the observations or rewards of the first ``steps`` (default: all)."""
         t, buf = self.horizon if steps is None else steps, self.buffer
         assert_finite({DataKeys.OBS: buf[DataKeys.OBS][:, : t + 1],
                        DataKeys.REWARDS: buf[DataKeys.REWARDS][:, :t, 0]}, env_name=self.env_name)

@@ -72,9 +72,8 @@ def _trace_by_matrix(rewards: torch.Tensor, initial: torch.Tensor, gamma: float,
 def episode_returns(rewards: torch.Tensor, episode_ends: torch.Tensor, carry_return: torch.Tensor,
                     carry_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(return, length)`` ``[N, T]`` (float64) of each step's episode, as of that step."""
-    slices = copy_slices(*rewards.shape, rewards.device)
     parts = [_episode_rows(rewards[r], episode_ends[r], carry_return[r], carry_length[r])
-             for r in slices]
+             for r in copy_slices(*rewards.shape, rewards.device)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
@@ -132,7 +131,6 @@ class CollectStatistics:
             running = 1.0 if ends is None else (~ends[:, -1]).float()
             self.discounted_return = trace[:, -1] * running
             values["coefficients/reward_scale"] = self.whole.population_std(trace)
-        ended = None
         if ends is not None:
             episode_return, episode_length = episode_returns(
                 rewards, ends, self.episode_return, self.episode_length)
@@ -140,12 +138,11 @@ class CollectStatistics:
             self.episode_return = (episode_return[:, -1] * running).to(rewards.dtype)
             self.episode_length = episode_length[:, -1].long() * running
             values["episodes/count"] = ends.sum().double()
-            ended = (ends, episode_return, episode_length)
         if self.whole.ranks.distributed:
             values = pool_collect_stats(values, self.whole.ranks)
         stats = dict(zip(values, torch.stack([v.double() for v in values.values()]).tolist()))
-        if ended is not None:
-            stats.update(self._episode_window(*ended))
+        if ends is not None:
+            stats.update(self._episode_window(ends, episode_return, episode_length))
         return stats
 
     def _episode_window(self, ends: torch.Tensor, returns: torch.Tensor,

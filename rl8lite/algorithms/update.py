@@ -1,5 +1,4 @@
-"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD, read straight from the buffer,
-with no host read inside a pass."""
+"""The PPO update: ``num_sgd_iters`` passes of minibatch SGD on the buffer, no host read inside."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def total_grad_norm(grads: list[torch.Tensor], *, device: Any = None) -> torch.T
 
 
 def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch.Tensor) -> None:
-    """Scale the gradients by ``min(1, max_norm / (norm + 1e-6))`` in place, as
-    ``torch.nn.utils.clip_grads_with_norm_`` does (``norm``: their total norm)."""
+    """Scale gradients in place by ``min(1, max_norm / (norm + 1e-6))``, as torch's clip does."""
     grads = [p.grad for p in params if p.grad is not None]
     if any(g.device != grads[0].device or g.dtype != grads[0].dtype for g in grads):
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
@@ -55,8 +53,7 @@ def clip_grads_to_norm_(params: list[torch.Tensor], max_norm: float, norm: torch
 
 
 class PPOUpdate:
-    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, each minibatch's gradient
-    summed over chunks of at most ``chunk_samples`` samples (the same step)."""
+    """``num_sgd_iters`` passes of minibatch SGD on the PPO loss, in chunks of ``chunk_samples``."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter],
                  evaluate: Evaluate, *, unit_length: int, hparams: AlgorithmConfig,
@@ -79,6 +76,8 @@ class PPOUpdate:
         #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
+        self.loss_options = {name: getattr(hparams, name) for name in (
+            "clip_param", "dual_clip_param", "vf_clip_param", "vf_coeff", "vf_loss")}
         eager = self.chunk_losses_eager
         # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
         self.chunk_losses = torch.compile(eager) if hparams.compile is True else eager
@@ -89,8 +88,7 @@ class PPOUpdate:
         return isinstance(self.step_fn, CompiledMinibatchStep)
 
     def compile_whole_step(self, policy: torch.nn.Module) -> None:
-        """Take each minibatch step as one compiled graph (:mod:`.compiled_step`; the caller
-        checked :func:`.compiled_step.whole_step_unsupported`), the step so far its fallback."""
+        """Take each minibatch step as one compiled graph, the step so far its fallback."""
         self.step_fn = CompiledMinibatchStep(
             policy, self.optimizer, self.chunk_losses_eager, coeff=self.coeff, failed=self.failed,
             max_grad_norm=self.hparams.max_grad_norm, fallback=self.step_fn)
@@ -106,28 +104,25 @@ class PPOUpdate:
             for static, value in zip(self.advantage_normalization, batch.advantage_normalization):
                 static.copy_(value)
             batch.advantage_normalization = self.advantage_normalization
-        chunks = sum(math.ceil(min(minibatch, size - m) / chunk)
-                     for m in range(0, size, minibatch))
+        chunks = sum(math.ceil(min(minibatch, size - m) / chunk) for m in range(0, size, minibatch))
         table = torch.empty(hp.num_sgd_iters * chunks, len(STATS), device=self.device,
                             dtype=torch.float64)
         accumulate = hp.accumulate_grads
         # a pass of one optimizer step takes the mean gradient of every sample: no shuffle
         shuffle = hp.shuffle_minibatches and not accumulate and size > minibatch
         dtype = index_dtype(hp.num_envs * (hp.horizon + 1))
-        order = torch.empty(size, device=self.device, dtype=dtype) if shuffle else None
+        order = torch.arange(size, device=self.device, dtype=dtype)  # shuffled in place each pass
         counts: list[int] = []
         norms: list[torch.Tensor] = []
         for passes in range(1, hp.num_sgd_iters + 1):
-            if order is not None:
+            if shuffle:
                 torch.randperm(size, out=order)
             pass_start = first = len(counts)
             if accumulate:
                 self.zero_grad()
             for mb_start in range(0, size, minibatch):
-                mb_size = min(minibatch, size - mb_start)
-                mb_end = mb_start + mb_size
-                units = (order[mb_start:mb_end] if order is not None else
-                         torch.arange(mb_start, mb_end, device=self.device, dtype=dtype))
+                units = order[mb_start : mb_start + minibatch]
+                mb_size = units.shape[0]
                 if not accumulate and mb_size <= chunk:  # the whole step in one function
                     norms.append(self.step_fn(batch, units, table[len(counts)]))
                     counts.append(mb_size * unit)
@@ -175,16 +170,13 @@ class PPOUpdate:
                            entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(total loss, report)`` of one chunk: the loss to differentiate, and its losses and
         monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
-        hp = self.hparams
+        options = self.loss_options
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
             inputs = {"logp": logp.float(), "old_logp": chunk[DataKeys.LOGP].reshape(-1, 1),
                       "advantages": chunk[DataKeys.ADVANTAGES].reshape(-1, 1),
                       "values": values.float(), "old_values": chunk[DataKeys.VALUES].reshape(-1, 1),
                       "returns": chunk[DataKeys.RETURNS].reshape(-1, 1), "entropy": entropy.float()}
-            options = {"clip_param": hp.clip_param, "dual_clip_param": hp.dual_clip_param,
-                       "vf_clip_param": hp.vf_clip_param, "vf_coeff": hp.vf_coeff,
-                       "vf_loss": hp.vf_loss}
             total = ppo_loss(**inputs, entropy_coeff=entropy_coeff, **options).total
         with torch.no_grad():
             wide = {name: x.detach().double() for name, x in inputs.items()}

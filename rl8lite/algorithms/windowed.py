@@ -27,8 +27,7 @@ def windows_seen(model: Any, observation_spec: Spec) -> str | None:
 
 
 def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
-    """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requirements
-    window; a :class:`ConfigError` for an unknown key or a method that drops steps."""
+    """The window size (``shift + 1 > 1``) of each observation path ``model``'s view requires."""
     requirements = getattr(model, "view_requirements", None) or {}
     leaves = [path for path, _ in spec_leaves(observation_spec)]
     sizes: dict[Path, int] = {}
@@ -41,9 +40,8 @@ def plan_windows(model: Any, observation_spec: Spec) -> dict[Path, int]:
         path = parts[1:]
         covered = [leaf for leaf in leaves if leaf[: len(path)] == path]
         if not covered:
-            known = sorted(_key(leaf) for leaf in leaves)
             raise ConfigError(f"{name}.view_requirements key {key!r} is not in the observation"
-                              f" spec, whose entries are {known}")
+                              f" spec, whose entries are {sorted(map(_key, leaves))}")
         if requirement.shift and requirement.method is not PaddedRollingWindow:
             raise ConfigError(f"{name}.view_requirements[{key!r}] uses"
                               f" {requirement.method.__name__}, which drops the first `shift` steps"
@@ -79,8 +77,7 @@ class Windowed(Feedforward):
         num_envs, horizon, device = buffer.batch_size[0], buffer.batch_size[1] - 1, buffer.device
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.entries = buffer, entries
-        # per path: the store, its rows and a zero row (for padding), per window position steps back
-        # from the last (offsets) and row offsets (positions), per buffer row the window's first
+        # per path: the store (then a zero row, read as padding), window offsets, first store rows
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.
@@ -146,7 +143,6 @@ class Windowed(Feedforward):
         return episode_steps(episode_ends(self.buffer), initial=self.initial)
 
     def obs_rows(self, buffer: TensorDict) -> WindowRows:
-        """The model's input at every buffer row (``[N * (T + 1)]``), gathered by index."""
         return WindowRows(self, self.episode_steps().reshape(-1))
 
     def final_obs_values(self, final_obs: Any, copies: torch.Tensor,
@@ -174,8 +170,7 @@ class Windowed(Feedforward):
         return store[:, : store.shape[1] - self.horizon - 1]
 
     def state_dict(self) -> dict[str, Any]:
-        history = {_key(path): self._history(store).cpu().clone()
-                   for path, store in self.stores.items()}
+        history = {_key(p): self._history(store).cpu().clone() for p, store in self.stores.items()}
         return {"history": history, "start": self.start.cpu().clone(),
                 "initial": self.initial.cpu().clone()}
 
@@ -268,10 +263,9 @@ def carry_for(policy: Policy, config: Any, device: torch.device, chunk_rows: int
         raise ConfigError(f"{name} is a RecurrentModel: train it with a RecurrentAlgorithmConfig"
                           " (RecurrentAlgorithm), which sets seq_len and seqs_per_state_reset")
     if entries:
-        windowed = sorted(_key(path) for path in entries)
         raise ConfigError(f"{name} is a RecurrentModel with view requirements that window"
-                          f" {windowed}: a recurrent model sees the past through its state; use"
-                          " shift=0, or a feedforward Model")
+                          f" {sorted(map(_key, entries))}: a recurrent model sees the past through"
+                          " its state; use shift=0, or a feedforward Model")
     return Recurrent(policy, num_envs=config.num_envs, horizon=config.horizon,
                      seq_len=config.seq_len, seqs_per_state_reset=config.seqs_per_state_reset,
                      chunk_rows=chunk_rows, device=device)
