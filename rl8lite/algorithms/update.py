@@ -22,6 +22,7 @@ from .rollout import NonFiniteError
 Evaluate = Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 #: Columns of the update's table: the ``PPOLosses`` fields.
 STATS = PPOLosses._fields
+LOSS_OPTIONS = ("clip_param", "dual_clip_param", "vf_clip_param", "vf_coeff", "vf_loss")
 
 
 @dataclass
@@ -76,8 +77,6 @@ class PPOUpdate:
         #: Set on the device at a pass's first non-finite loss (0) or gradient norm (1).
         self.failed = torch.zeros(2, dtype=torch.bool, device=device)
         self.found_inf = torch.zeros((), device=device)
-        self.loss_options = {name: getattr(hparams, name) for name in (
-            "clip_param", "dual_clip_param", "vf_clip_param", "vf_coeff", "vf_loss")}
         eager = self.chunk_losses_eager
         # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
         self.chunk_losses = torch.compile(eager) if hparams.compile is True else eager
@@ -170,7 +169,7 @@ class PPOUpdate:
                            entropy_coeff: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(total loss, report)`` of one chunk: the loss to differentiate, and its losses and
         monitors recomputed in float64 (a mean near zero is a difference of large terms)."""
-        options = self.loss_options
+        options = {name: getattr(self.hparams, name) for name in LOSS_OPTIONS}  # read per step
         with self.autocast():
             logp, entropy, values = self.evaluate(chunk)
             inputs = {"logp": logp.float(), "old_logp": chunk[DataKeys.LOGP].reshape(-1, 1),
