@@ -1,21 +1,5 @@
 """rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns
-one): deterministic actions, log-probabilities and values, a DataFrame row per input step.
-
-Examples:
-    >>> import tempfile
-    >>> import mlflow
-    >>> from rl8lite.env import DiscreteDummyEnv
-    >>> from rl8lite.policies import Policy
-    >>> env = DiscreteDummyEnv(1)
-    >>> policy = Policy(env.observation_spec, env.action_spec)
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     mlflow.pyfunc.save_model(f"{tmp}/model", python_model=policy.save(f"{tmp}/policy.pkl"),
-    ...                              artifacts={"policy": f"{tmp}/policy.pkl"})
-    ...     served = mlflow.pyfunc.load_model(f"{tmp}/model")
-    ...     frame = served.predict({"obs": env.observation_spec.rand([2, 3]).numpy()})
-    >>> len(frame), sorted(frame.columns)
-    (6, ['actions', 'logp', 'values'])
-"""
+one): deterministic actions, log-probabilities and values, a DataFrame row per input step."""
 
 from __future__ import annotations
 
