@@ -50,13 +50,6 @@ class Trainer:
         tracker: Another :class:`~rl8lite.tracking.Tracker` than MLflow's.
         registered_model_name: Also register the policy :meth:`run` logs under this name.
         log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
-
-    Examples:
-        >>> from rl8lite import Algorithm, Trainer
-        >>> from rl8lite.conditions import HitsUpperBound
-        >>> from rl8lite.env import DiscreteDummyEnv
-        >>> with Trainer(Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4)) as t:  # doctest: +SKIP
-        ...     t.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
     """
 
     def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None,
