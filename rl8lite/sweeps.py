@@ -202,8 +202,7 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
     uri = tracking_uri or default_tracking_uri()
     client = open_client(uri)
     study = open_study(sweep, study_name, uri, experiment_name)
-    target = trials or sweep.trials
-    failures = 0
+    target, failures = trials or sweep.trials, 0
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
               optuna.trial.TrialState.RUNNING)
     while len(study.get_trials(deepcopy=False, states=states)) < target and failures < target:
