@@ -171,9 +171,8 @@ class Trainer:
                 if stop_signal is None:
                     # still under the handlers: a signal while the policy is exported waits for it
                     self._report(stats, final=True)
-                    stop_signal = self._finish_run(steps_per_video, checkpoint_every,
-                                                   keep_checkpoints, requests)
-                    self._warn_long_intervals(self.state["algorithm/steps"] - first_step, intervals)
+                    ran = self.state["algorithm/steps"] - first_step
+                    stop_signal = self._finish_run(intervals, keep_checkpoints, ran, requests)
         except (KeyboardInterrupt, SystemExit):
             self._end_run("KILLED", "KeyboardInterrupt")
             raise
@@ -189,27 +188,25 @@ class Trainer:
             raise SystemExit(128 + stop_signal)
         return stats
 
-    def _finish_run(self, steps_per_video: int | None, checkpoint_every: int | None, keep: int,
+    def _finish_run(self, intervals: dict[str, int | None], keep: int, ran: int,
                     requests: SignalRequests) -> int | None:
-        """Film, export and checkpoint at the end; return a stop signal that came meanwhile."""
+        """Film, export, checkpoint; warn of intervals over ``ran``; return a late stop signal."""
         self._filming = self.algorithm.rollout.observer = None
-        if steps_per_video:
+        if intervals["steps_per_video"]:
             self._video_or_warn(lambda: self.record_video(name="training"))
         if self.save_policy:
             self._save_policy_or_warn()
         requests.checkpoint = requests.checkpoint or self._has_checkpoints  # rank 0's, for all
         _, late_stop, checkpoint = self._agree(False, requests)
-        if checkpoint or checkpoint_every:
+        if checkpoint or intervals["checkpoint_every"]:
             self.save_checkpoint(keep=keep)
         self.tracker.end("FINISHED")
-        return late_stop
-
-    def _warn_long_intervals(self, ran: int, intervals: dict[str, int | None]) -> None:
         long = [f"{name}={value}" for name, value in intervals.items() if value and value > ran]
         if long and self.ranks.is_main:
             warnings.warn(f"{', '.join(long)} counts training steps, and this run took {ran}: they"
                           " never came round (a video and a checkpoint are still taken at the end)",
                           RuntimeWarning, stacklevel=3)
+        return late_stop
 
     def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
         """Agreed ``(stop, stop signal, checkpoint)``; clears the checkpoint request."""
@@ -269,11 +266,10 @@ class Trainer:
     def record_video(self, *, env_config: Config = None, name: str | None = None,
                      max_steps: int = 1000, deterministic: bool = True,
                      env: Env | None = None) -> str | None:
-        """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
-        after) under ``env_config``, up to ``max_steps``; log it as ``videos/<name or "rollout">/
-        step_<env steps>`` and return that path (rank 0; others ``None``). A
-        ``NotImplementedError`` without ``render()`` or for a model seeing windows of past
-        observations, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
+        """Film one episode of the policy on copy 0 of ``env`` (default: the training env, restored
+        after), up to ``max_steps``; log it as ``videos/<name or "rollout">/step_<env steps>`` and
+        return that path (rank 0; others ``None``). A ``NotImplementedError`` without ``render()``
+        or for a windowed model, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
         algorithm, policy, training_env = self.algorithm, self.algorithm.policy, env is None
         if not self.ranks.is_main:
