@@ -54,16 +54,6 @@ class MlflowTracker:
         run_id: Continue this run (a resumed trainer's).
         log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
         leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
-
-    Examples:
-        >>> import tempfile
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     tracker = MlflowTracker("demo", tracking_uri=f"sqlite:///{tmp}/mlflow.db")
-        ...     tracker.log_metrics({"returns/mean": 1.5}, step=64)
-        ...     tracker.end()
-        ...     run = MlflowClient(tracker.tracking_uri).get_run(tracker.run_id)
-        >>> run.info.status, run.data.metrics
-        ('FINISHED', {'returns/mean': 1.5})
     """
 
     def __init__(self, experiment_name: str | None = None, *, default_experiment: str = "rl8lite",
