@@ -207,8 +207,7 @@ def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> 
         >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
-        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
-        >>> model.predict(np.zeros((3, 4))).shape
+        ...     mlflow.pyfunc.load_model(f"{tmp}/policy").predict(np.zeros((3, 4))).shape
         (3, 1)
     """
     import mlflow.pyfunc

@@ -103,8 +103,7 @@ class TrainConfig:
         """Read a train config from a ``.yaml``/``.yml`` or ``.json`` file; errors name the file."""
         p = Path(path)
         data = read_mapping(p)
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
+        if unknown := sorted(set(data) - {f.name for f in dataclasses.fields(cls)}):
             raise TrainConfigError(f"{p}: unknown key(s) {unknown}; a train config has env_cls,"
                                    " algorithm_config and recurrent")
         if data.get("env_cls") is None:
