@@ -372,10 +372,9 @@ def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> 
 def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = None) -> None:
     """Mark FAILED the RUNNING trials of this host whose process is gone (or is ``pid``)."""
     host = socket.gethostname()
-    runs = client.search_runs(
-        [client.get_run(study_run).info.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
-                      f" and tags.`{HOST_TAG}` = '{host}'")
+    runs = client.search_runs([client.get_run(study_run).info.experiment_id], filter_string=(
+        f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
+        f" and tags.`{HOST_TAG}` = '{host}'"))
     for run in runs:
         run_pid = int(run.data.tags.get(PID_TAG, "0"))
         if run_pid == pid or (pid is None and not _alive(run_pid)):

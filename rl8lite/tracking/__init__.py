@@ -104,8 +104,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
-    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "runs_view_url",
-    "save_policy_model", "ui_command",
-]
+__all__ = ["MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
+           "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "runs_view_url",
+           "save_policy_model", "ui_command"]

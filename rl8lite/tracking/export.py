@@ -125,9 +125,8 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
     with (_exporting("torch.onnx", model_name), contextlib.redirect_stdout(io.StringIO()),
           warnings.catch_warnings()):
         warnings.simplefilter("ignore")
-        exported = torch.onnx.export(
-            program, tuple(example), dynamo=True, input_names=program.input_names,
-            output_names=outputs, dynamic_shapes=(shapes,))
+        exported = torch.onnx.export(program, tuple(example), dynamo=True, dynamic_shapes=(shapes,),
+                                     input_names=program.input_names, output_names=outputs)
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
     inputs = [leaf.rand([64]) for _, leaf in spec_leaves(program.observation_spec)]

@@ -309,8 +309,7 @@ def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
     return monitor
 
 
-# MLflow's per-thread active-run stack: a tracker's run is pushed when it opens and removed
-# when it ends, wherever it is on the stack, without ending any other run.
+# MLflow's per-thread active-run stack: a tracker pushes its run on open and takes it out on end.
 def _stack() -> list | None:
     variable = getattr(fluent, "_active_run_stack", None)
     if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
@@ -333,7 +332,6 @@ def _deactivate(run_id: str) -> None:
     _TRAINER_RUNS.discard(run_id)
 
 
-# MLflow logs a locked SQLite store's error with its traceback; the writer threads retry such
-# writes (and warn once), so their tracebacks are dropped.
+# MLflow logs a locked store's error with a traceback: not from the writers (they retry, warn once)
 logging.getLogger("mlflow.store.db.utils").addFilter(lambda record: record.threadName != _WRITER)
 

@@ -46,8 +46,7 @@ class Filming:
             self.error, self.done = e, True
         except NotImplementedError as e:
             self.done, self.error = True, NotImplementedError(
-                f"{name} has no render(): videos need an RGB frame [H, W, 3] of copy 0 at every"
-                f" step ({e})")
+                f"{name} has no render(): videos need an RGB frame [H, W, 3] at every step ({e})")
 
     def __call__(self, out: Any) -> None:
         if self.done:
