@@ -70,7 +70,6 @@ class Sweep:
             raise SweepConfigError("sweep.params must map dotted paths to distributions")
         for path, spec in self.params.items():
             _check_distribution(path, spec)
-            _set_path(copy.deepcopy(self.base), path, None)
         self.train_config(self.lows())  # every path lands in a valid train config
 
     @classmethod
