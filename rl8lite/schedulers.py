@@ -38,8 +38,7 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
             raise ValueError(f"{name} entries must be (env_steps, value) pairs, received {item!r}")
         step, value = item
         if isinstance(step, bool) or not isinstance(step, numbers.Real) or not (
-            isinstance(step, numbers.Integral) or float(step).is_integer()
-        ):
+                isinstance(step, numbers.Integral) or float(step).is_integer()):
             raise ValueError(f"{name}[{i}] = {item!r}: env_steps must be an int, received"
                              f" {type(step).__name__} {step!r}")
         if isinstance(value, torch.Tensor):  # a one-element real tensor converts with float()
