@@ -131,8 +131,7 @@ def _error(message: object) -> int:
 
 
 def _raised_by_rl8lite(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback outside the standard library
-    (``open`` raises for its caller) and generated code is in rl8lite."""
+    """Whether ``error``'s innermost frame outside the stdlib and generated code is rl8lite's."""
     for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
         if (filename := frame.f_code.co_filename).startswith("<"):
             continue

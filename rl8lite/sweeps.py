@@ -194,9 +194,8 @@ class SweepWorkerError(RuntimeError):
 def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               seeds: Sequence[int] | None = None, experiment_name: str | None = None,
               tracking_uri: str | None = None) -> Any:
-    """Run trials in this process until the study holds ``trials`` (default the file's) finished
-    or running ones; return the Optuna study. Other processes with the same store and
-    ``study_name`` join it."""
+    """Run trials here until the study holds ``trials`` (default: the file's) finished or running
+    ones; return the Optuna study. Processes with the same store and ``study_name`` join it."""
     optuna = _optuna()
     uri = tracking_uri or default_tracking_uri()
     client = open_client(uri)

@@ -36,9 +36,8 @@ class ExportError(RuntimeError):
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode. Inputs (``input_names``): the observation's leaves
-    ``[B, ...]``, a recurrent policy's state, and (``sampling``) a bool ``deterministic``; it
-    returns the actions (and the next state)."""
+    """The policy on CPU in eval mode: the observation's leaves ``[B, ...]`` (``input_names``), a
+    recurrent state and (``sampling``) a bool ``deterministic`` to the actions (and next state)."""
 
     def __init__(self, policy: Any, observation_spec: Spec, *, sampling: bool = True) -> None:
         super().__init__()
@@ -174,8 +173,7 @@ def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _exporting(tool: str, model_name: str) -> Iterator[None]:
-    """Hold back what torch prints while exporting (a partial graph on failure; shown on
-    success); a failure is an :class:`ExportError` naming the user code it stopped at."""
+    """Hold back torch's output while exporting (shown on success); failures are ExportErrors."""
     logger, printed = logging.getLogger("torch"), io.StringIO()
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -227,8 +225,7 @@ def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: 
 
 
 def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
-    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder`` (with no
-    declared inputs: ``_pyfunc_policy.py`` checks and casts them)."""
+    """``mlflow.pyfunc``'s arguments for the policy exported into ``folder`` (inputs undeclared)."""
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec

@@ -224,8 +224,7 @@ class MlflowTracker:
 
 @atexit.register
 def _end_runs() -> None:
-    """End the runs still open, and write the metrics still queued; a script that dies of an
-    exception (not an interactive session, whose last one is old) ends them FAILED or KILLED."""
+    """End the open runs: FAILED or KILLED if a script (not a session) died of an exception."""
     status, message = "FINISHED", None
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     interactive = hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None

@@ -228,8 +228,7 @@ class Trainer:
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
                    onnx: bool = False) -> str:
         """Log the policy as an MLflow model of the run (registered as ``registered_model_name``)
-        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``,
-        whose ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
+        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``."""
         register = registered_model_name or self.registered_model_name
         policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
         uri = self.tracker.log_policy(policy, spec, name, step=self.state["env/steps"],
