@@ -40,8 +40,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 @dataclass
 class TrainConfig:
     """A trainer's config (rl8's): the env class and the algorithm's hyperparameters, checked and
-    imported at construction (a :class:`TrainConfigError`, ``ImportError`` or ``ConfigError``
-    names the culprit).
+    imported at construction (errors name the culprit).
 
     Args:
         env_cls: The env class, its dotted path (``"package.module.Name"`` or

@@ -107,9 +107,8 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``.
-        With ``horizons_per_env_reset = k > 0`` an evaluation is ``k`` collects, after a multiple
-        of ``k`` collects only (rl8's rule; a ``RuntimeError`` otherwise)."""
+        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``. With
+        ``horizons_per_env_reset = k > 0``: ``k`` collects, only after a multiple of ``k``."""
         k, collects = self.algorithm.horizons_per_env_reset, self.state["algorithm/collects"]
         if k > 0 and collects % k:
             raise RuntimeError(f"Trainer.eval runs after a multiple of horizons_per_env_reset={k}"

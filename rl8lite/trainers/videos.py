@@ -24,9 +24,8 @@ MAX_WIDTH = 640
 
 
 class Filming:
-    """Copy 0's frames of one episode, a rollout observer: :meth:`start` takes the first frame,
-    then call it with each env step's output. With ``from_next_episode`` filming starts when copy
-    0's current episode ends; it is :attr:`done` when the filmed one ends or at ``max_steps``."""
+    """A rollout observer filming one episode of copy 0 (with ``from_next_episode``, its next):
+    :meth:`start`, then a call per env step, until :attr:`done` (episode end or ``max_steps``)."""
 
     def __init__(self, env: Env, max_steps: int, *, from_next_episode: bool = False) -> None:
         self.env, self.max_steps, self.waiting = env, max_steps, from_next_episode
