@@ -328,7 +328,6 @@ def _train(sweep: Sweep, trial: Any, config: TrainConfig, tracker: MlflowTracker
                     eval_env_config=sweep.eval_env_config)
     finally:
         algorithm.close()
-    tracker.flush()
     history = tracker.client.get_metric_history(tracker.run_id, sweep.metric)
     if not history:
         raise ConfigError(f"sweep.metric {sweep.metric!r} was never logged by the run; it logs"
@@ -353,8 +352,7 @@ def _pruning(trial: Any, metric: str) -> Any:
 
 def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> None:
     """Log the study's best so far on its run; move the ``champion`` alias to a better policy."""
-    best = study.best_trial
-    study_run = study._study_id
+    best, study_run = study.best_trial, study._study_id
     client.log_metric(study_run, "sweep/best_value", best.value,
                       step=len(study.get_trials(deepcopy=False)))
     client.set_tag(study_run, "rl8lite.sweep.best_trial", f"{best.number} ({best._trial_id})")
