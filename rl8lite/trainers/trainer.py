@@ -86,7 +86,6 @@ class Trainer:
         """The training processes (:class:`~rl8lite.runtime.distributed.Ranks`)."""
         return self.algorithm.ranks
 
-    # ------------------------------------------------------------------ training
     @shares_failures
     def step(self, *, env_config: Config = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
@@ -223,7 +222,6 @@ class Trainer:
         print(" | ".join([f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]),
               flush=True)
 
-    # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
                    onnx: bool = False) -> str:
         """Log the policy as an MLflow model of the run (registered as ``registered_model_name``)
@@ -322,7 +320,6 @@ class Trainer:
             self._videos_failed = True
             warnings.warn(f"no rollout videos: {e}", RuntimeWarning, stacklevel=4)
 
-    # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
         """Write everything needed to continue exactly, atomically (default: into the run's
         checkpoint folder, keeping the newest ``keep`` files); return the file's path."""
@@ -354,7 +351,6 @@ class Trainer:
         files.restore_rng(data["rng"])  # last: building the algorithm drew random numbers
         return trainer
 
-    # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Flush metrics, end the MLflow run (a user-opened run stays open), close the env."""
         try:
