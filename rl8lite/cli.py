@@ -176,8 +176,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.save is not None and (problem := _save_problem(args.save)) is not None:
         return _error(f"--save {args.save}: {problem}")
     try:
-        config = TrainConfig.from_file(args.config_file)
-        algorithm = config.build_algorithm()
+        algorithm = TrainConfig.from_file(args.config_file).build_algorithm()
         if args.save is not None:
             with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
