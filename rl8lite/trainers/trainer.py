@@ -303,8 +303,7 @@ class Trainer:
             self.algorithm.rollout.observer = self._filming
 
     def _log_finished_video(self) -> None:
-        filming = self._filming
-        if filming is None or not filming.done:
+        if (filming := self._filming) is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
         self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
