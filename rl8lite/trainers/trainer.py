@@ -332,9 +332,8 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
-                        device: str | None = None, progress: bool = True,
-                        save_policy: bool = True, tracker: tracking.Tracker | None = None,
-                        env: Env | None = None) -> Trainer:
+                        device: str | None = None, progress: bool = True, save_policy: bool = True,
+                        tracker: tracking.Tracker | None = None, env: Env | None = None) -> Trainer:
         """Rebuild a trainer from a checkpoint file, a run's checkpoint folder or ``latest``
         record, or a run id, and reopen its MLflow run. ``device`` overrides the saved one;
         ``env`` resumes onto an env instance. A ``CheckpointError`` if it cannot resume here."""
