@@ -42,9 +42,8 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 
 class MlflowTracker:
     """Logs into the run the user opened with ``mlflow.start_run`` (never ending it), else into
-    a run of its own, MLflow's active run until :meth:`end` (at interpreter exit: FAILED, or
-    KILLED on Ctrl-C, if a script died of an exception, else FINISHED). A :class:`TrackingError`
-    where the store cannot be used, or a run is active in another store.
+    a run of its own, MLflow's active run until :meth:`end` or exit (FAILED or KILLED after an
+    uncaught exception). A :class:`TrackingError` if the store fails or another has the active run.
 
     Args:
         experiment_name: Created when missing; ``None``: the one the user set, else

@@ -39,9 +39,8 @@ Config = dict[str, Any] | None
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
 
-    Each trainer owns one MLflow run (or logs into the one the user opened), ended by
-    :meth:`close`, the context manager or the end of :meth:`run`. Under ``torchrun`` rank 0 alone
-    logs and prints.
+    Each trainer owns one MLflow run (or logs into the user's), ended by :meth:`close`, the
+    context manager or the end of :meth:`run`; under ``torchrun`` rank 0 alone logs and prints.
 
     Args:
         experiment_name: MLflow experiment (default: the active one, else the env class's name).
