@@ -224,7 +224,6 @@ def _train(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from . import sweeps
-
     options = {"trials": args.trials, "seeds": args.seeds, "experiment_name": args.experiment_name}
     try:
         if args.worker:  # one of the processes `--workers K` started: the file is checked

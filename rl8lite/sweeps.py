@@ -258,7 +258,6 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
     its search space logged on its run and the dead processes' running trials FAILED."""
     optuna, client = _optuna(), open_client(uri)
     from mlflow.optuna.storage import MlflowStorage
-
     env_name = sweep.train_config(sweep.lows()).env_cls.__name__
     experiment_id = experiment_id_for(client, uri, experiment_name, env_name)
     mlflow.set_tracking_uri(uri)

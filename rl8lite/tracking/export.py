@@ -251,7 +251,6 @@ def log_onnx_model(run_id: str, policy: Any, observation_spec: Spec, *, name: st
     """Log :func:`export_onnx`'s model as an MLflow ONNX LoggedModel of run ``run_id``."""
     import mlflow.onnx
     import onnx
-
     with tempfile.TemporaryDirectory() as tmp:
         model = onnx.load(str(export_onnx(policy, observation_spec, Path(tmp, "policy.onnx"))))
         active = mlflow.active_run()
