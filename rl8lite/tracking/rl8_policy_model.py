@@ -48,8 +48,7 @@ def _batch(model_input: Any, spec: Spec, device: Any) -> TensorDict:
 def _tensors(value: Any, spec: Spec, device: Any) -> torch.Tensor | TensorDict:
     if isinstance(spec, Composite):
         leaves = {key: _tensors(value[key], spec[key], device) for key in spec}
-        first = next(iter(leaves.values()))
-        return TensorDict(leaves, batch_size=first.shape[:2], device=device)
+        return TensorDict(leaves, batch_size=next(iter(leaves.values())).shape[:2], device=device)
     return torch.as_tensor(np.asarray(value), dtype=spec.dtype, device=device)
 
 
