@@ -78,8 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command, file in ((train, "train config with env_cls and algorithm_config"),
                           (sweep, "sweep file")):
         command.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                             type=Path, metavar="FILE",
-                             help=f"{file} (.yaml, .yml or .json; --file is rl8's spelling)")
+                             type=Path, metavar="FILE", help=f"{file} (.yaml, .yml or .json)")
         command.add_argument("--experiment-name", metavar="NAME",
                              help="MLflow experiment to log under (default: the env class name)")
     train.add_argument("--run-name", metavar="NAME",
