@@ -121,8 +121,6 @@ def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) 
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"crf": "23", "preset": "veryfast"}
         for frame in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())  # the frames the encoder still holds
     return path
