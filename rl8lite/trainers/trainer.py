@@ -277,7 +277,7 @@ class Trainer:
         try:
             with torch.inference_mode():
                 obs = env.reset(config=env_config)
-                filming.start()
+                filming.take_frame()
                 states = policy.init_states(env.num_envs) if policy.recurrent else None
                 while not filming.done:
                     if states is not None:

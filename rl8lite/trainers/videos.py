@@ -25,7 +25,7 @@ MAX_WIDTH = 640
 
 class Filming:
     """A rollout observer filming one episode of copy 0 (with ``from_next_episode``, its next):
-    :meth:`start`, then a call per env step, until :attr:`done` (episode end or ``max_steps``)."""
+    :meth:`take_frame`, then a call per env step, until :attr:`done` (its end or ``max_steps``)."""
 
     def __init__(self, env: Env, max_steps: int, *, from_next_episode: bool = False) -> None:
         self.env, self.max_steps, self.waiting = env, max_steps, from_next_episode
@@ -33,12 +33,9 @@ class Filming:
         self.episode_return, self.done = 0.0, False
         self.error: Exception | None = None  # why filming stopped without a video
 
-    def start(self) -> None:
-        self.waiting = False
-        self._frame()
-
-    def _frame(self) -> None:
-        name = type(self.env).__name__
+    def take_frame(self) -> None:
+        """Film copy 0's current frame (the first starts the filming)."""
+        self.waiting, name = False, type(self.env).__name__
         try:
             self.frames.append(check_frame(self.env.render(), f"{name}.render()"))
         except ValueError as e:
@@ -54,11 +51,11 @@ class Filming:
         ended = bool(torch.stack(flags).any()) if flags else False
         if self.waiting:
             if ended or not flags:  # copy 0 has just started an episode (it resets itself)
-                self.start()
+                self.take_frame()
             return
         self.episode_return += float(out[DataKeys.REWARDS][0, 0])
         if not ended:
-            self._frame()
+            self.take_frame()
         self.done = self.done or ended or len(self.frames) >= self.max_steps
 
 
