@@ -173,7 +173,7 @@ def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _exporting(tool: str, model_name: str) -> Iterator[None]:
-    """Hold back torch's output while exporting (shown on success); failures are ExportErrors."""
+    """Quiet torch while exporting (shown on success); a failure: ExportError naming its line."""
     logger, printed = logging.getLogger("torch"), io.StringIO()
     level = logger.level
     logger.setLevel(logging.ERROR)
