@@ -81,8 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                              type=Path, metavar="FILE", help=f"{file} (.yaml, .yml or .json)")
         command.add_argument("--experiment-name", metavar="NAME",
                              help="MLflow experiment to log under (default: the env class name)")
-    train.add_argument("--run-name", metavar="NAME",
-                       help="the MLflow run's name (default: MLflow's random one)")
+    train.add_argument("--run-name", metavar="NAME", help="the MLflow run's name (default: random)")
     train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
                        metavar="N", help="stop after the training step that reaches N env steps"
                        " (num_envs x horizon each). Default: train until Ctrl-C")
@@ -90,8 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="evaluate the policy every N training steps (default: never)")
     train.add_argument("--save", type=Path, metavar="DIR", help="save the trained policy (also"
                        " after Ctrl-C) as an MLflow model to DIR (new or empty)")
-    train.add_argument("--no-progress", action="store_true",
-                       help="do not print a progress line per training step")
+    train.add_argument("--no-progress", action="store_true", help="print no progress lines")
     sweep.add_argument("--trials", type=_positive_int, metavar="N",
                        help="trials the study should hold (default: the file's sweep.trials)")
     sweep.add_argument("--workers", type=_positive_int, default=1, metavar="K",
