@@ -161,8 +161,7 @@ def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
     once the others have finished."""
     config = Sweep.from_file(path)
     check_metric(config)
-    uri = tracking_uri or default_tracking_uri()
-    name = study_name or Path(path).stem
+    uri, name = tracking_uri or default_tracking_uri(), study_name or Path(path).stem
     study = open_study(config, name, uri, experiment_name)
     if workers == 1:
         return run_sweep(config, study_name=name, trials=trials, seeds=seeds,
@@ -196,9 +195,8 @@ def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               tracking_uri: str | None = None) -> Any:
     """Run trials here until the study holds ``trials`` (default: the file's) finished or running
     ones; return the Optuna study. Processes with the same store and ``study_name`` join it."""
-    optuna = _optuna()
     uri = tracking_uri or default_tracking_uri()
-    client = open_client(uri)
+    optuna, client = _optuna(), open_client(uri)
     study = open_study(sweep, study_name, uri, experiment_name)
     target, failures = trials or sweep.trials, 0
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
