@@ -254,8 +254,7 @@ def _run_name() -> str:
 
 
 def open_client(tracking_uri: str) -> MlflowClient:
-    """A client whose store is ready: a lock file beside a SQLite database serialises the
-    creation of its tables (concurrent creation fails; POSIX only)."""
+    """A client whose store is ready (a SQLite store's tables made under a file lock, on POSIX)."""
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri)
     database = Path(tracking_uri.removeprefix("sqlite:///"))
