@@ -97,11 +97,9 @@ class PolicyProgram(nn.Module):
         """``io.json``: the inputs and outputs by name, dtype and shape (no batch)."""
         inputs = zip(self.input_names, self.example_inputs(1))
         return {
-            "format": "rl8lite-policy",
-            "version": 1,
+            "format": "rl8lite-policy", "version": 1,
             "inputs": [{"name": name, **_tensor_spec(t, f"input {name!r}")} for name, t in inputs],
-            "named_inputs": self.composite or self.recurrent,
-            "recurrent": self.recurrent,
+            "named_inputs": self.composite or self.recurrent, "recurrent": self.recurrent,
             "state_name": STATE_KEY if self.recurrent else None,
             "output_names": [ACTIONS_KEY, STATE_KEY] if self.recurrent else None,
             "actions": _tensor_spec(actions, "the actions"),
