@@ -229,8 +229,7 @@ def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[s
     from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
     desc = export_policy(policy, observation_spec, folder)
     specs = zip([desc["actions"], desc["inputs"][-1]], desc["output_names"] or [None])
-    outputs = [TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
-               for spec, name in specs]
+    outputs = [TensorSpec(np.dtype(s["dtype"]), (-1, *s["shape"]), name) for s, name in specs]
     example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in desc["inputs"]}
     return {
         "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
