@@ -65,38 +65,31 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train", help="train a policy from a config file, logging to MLflow", epilog=_EPILOG,
         description=(
-            "Train a policy from a YAML/JSON train config, logging params and metrics to an\n"
-            "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/\n"
-            "folder). Trains until --max-env-steps env steps, or until Ctrl-C."),
+            "Train a policy from a YAML or JSON train config, logging params and metrics to an\n"
+            "MLflow run ($MLFLOW_TRACKING_URI, or the SQLite store in the nearest mlruns/)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sweep = commands.add_parser(
         "sweep", help="tune a train config with Optuna, each trial a child run in MLflow",
         description=(
-            "Tune the params of a sweep file (a train config plus a `sweep` block, see\n"
-            "rl8lite.sweeps) with Optuna: the study is one MLflow run, each trial a child run.\n"
-            "Other machines join the study with the same command and MLFLOW_TRACKING_URI;\n"
-            "running it again continues the study (--trials counts the study's trials)."),
+            "Tune a sweep file's params (a train config plus a `sweep` block) with Optuna: the\n"
+            "study is one MLflow run, each trial a child run. The same command with the same\n"
+            "MLFLOW_TRACKING_URI joins the study from another machine, or continues it."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     for command, file in ((train, "train config with env_cls and algorithm_config"),
                           (sweep, "sweep file")):
         command.add_argument("-f", "--config-file", "--file", dest="config_file", required=True,
-                             type=Path, metavar="FILE",
-                             help=f"{file} (.yaml, .yml or .json; --file is rl8's spelling)")
+                             type=Path, metavar="FILE", help=f"{file} (.yaml, .yml or .json)")
         command.add_argument("--experiment-name", metavar="NAME",
                              help="MLflow experiment to log under (default: the env class name)")
-    train.add_argument("--run-name", metavar="NAME",
-                       help="the MLflow run's name (default: MLflow's random one); the run is"
-                       " also tagged with the config file's path (rl8lite.config_file)")
+    train.add_argument("--run-name", metavar="NAME", help="the MLflow run's name (default: random)")
     train.add_argument("--max-env-steps", "--max-steps", dest="max_env_steps", type=_positive_int,
                        metavar="N", help="stop after the training step that reaches N env steps"
                        " (num_envs x horizon each). Default: train until Ctrl-C")
     train.add_argument("--steps-per-eval", type=_positive_int, metavar="N",
                        help="evaluate the policy every N training steps (default: never)")
     train.add_argument("--save", type=Path, metavar="DIR", help="save the trained policy (also"
-                       " after Ctrl-C) as an MLflow model to DIR (new or empty), served by"
-                       " mlflow.pyfunc.load_model(DIR).predict(obs)")
-    train.add_argument("--no-progress", action="store_true",
-                       help="do not print a progress line per training step")
+                       " after Ctrl-C) as an MLflow model to DIR (new or empty)")
+    train.add_argument("--no-progress", action="store_true", help="print no progress lines")
     sweep.add_argument("--trials", type=_positive_int, metavar="N",
                        help="trials the study should hold (default: the file's sweep.trials)")
     sweep.add_argument("--workers", type=_positive_int, default=1, metavar="K",
@@ -135,8 +128,7 @@ def _error(message: object) -> int:
 
 
 def _raised_by_rl8lite(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback outside the standard library
-    (``open`` raises for its caller) and generated code is in rl8lite."""
+    """Whether ``error``'s innermost frame outside the stdlib and generated code is rl8lite's."""
     for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
         if (filename := frame.f_code.co_filename).startswith("<"):
             continue
@@ -163,12 +155,10 @@ def _save_problem(path: Path) -> str | None:
                 return f"{problem}{folder} is not a folder"
     except OSError as e:  # e.g. an ancestor this user may not search
         return f"cannot be checked: {e.strerror or e}"
-    try:  # a file too: root passes os.access even where nothing can be created (/proc)
+    with contextlib.suppress(OSError):  # a file too: root passes os.access even in /proc
         if os.access(folder, os.W_OK | os.X_OK):
             with tempfile.TemporaryFile(dir=folder):
                 return None
-    except OSError:
-        pass
     return f"{problem}cannot write to the folder {folder}"
 
 
@@ -183,8 +173,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.save is not None and (problem := _save_problem(args.save)) is not None:
         return _error(f"--save {args.save}: {problem}")
     try:
-        config = TrainConfig.from_file(args.config_file)
-        algorithm = config.build_algorithm()
+        algorithm = TrainConfig.from_file(args.config_file).build_algorithm()
         if args.save is not None:
             with tempfile.TemporaryDirectory() as tmp:  # a model torch.export refuses fails now
                 export_policy(algorithm.policy, algorithm.env.observation_spec, tmp)
@@ -232,13 +221,11 @@ def _train(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from . import sweeps
-
     options = {"trials": args.trials, "seeds": args.seeds, "experiment_name": args.experiment_name}
     try:
         if args.worker:  # one of the processes `--workers K` started: the file is checked
-            study_name = args.study or args.config_file.stem
-            sweeps.run_sweep(sweeps.Sweep.from_file(args.config_file), study_name=study_name,
-                             **options)
+            sweeps.run_sweep(sweeps.Sweep.from_file(args.config_file),
+                             study_name=args.study or args.config_file.stem, **options)
             return 0
         study = sweeps.sweep(args.config_file, workers=args.workers, study_name=args.study,
                              **options)

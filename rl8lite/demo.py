@@ -17,12 +17,11 @@ EVAL_CONFIGS = {"default": {}, "heavy_pole": {"pole_mass": 0.5}, "long_pole": {"
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # as the CLI
-    parser = argparse.ArgumentParser(prog="python -m rl8lite.demo", description=__doc__)
-    parser.add_argument("--max-steps", type=int, default=500_000,
-                        help="env steps before giving up (default 500000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--experiment-name", default="CartPole",
-                        help="MLflow experiment (default CartPole)")
+    parser = argparse.ArgumentParser(prog="python -m rl8lite.demo", description=__doc__,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--max-steps", type=int, default=500_000, help="env steps before giving up")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--experiment-name", default="CartPole", help="MLflow experiment")
     args = parser.parse_args(argv)
     algorithm = Algorithm(CartPole, seed=args.seed, **CARTPOLE)
     with Trainer(algorithm, experiment_name=args.experiment_name, run_name="demo") as trainer:

@@ -24,9 +24,8 @@ Schedule = list[tuple[int, float]]
 
 
 def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
-    """A ``ValueError`` naming ``name`` for a bad ``kind`` or a schedule that is not
-    ``(env_steps, value)`` pairs from 0 (whole numbers, strictly increasing; YAML's ``1e6``
-    too) with finite values >= 0 (no bools)."""
+    """A ``ValueError`` naming ``name`` unless ``kind`` is known and ``schedule`` is ``(env_steps,
+    value)`` pairs from 0, whole (YAML's ``1e6`` too) and increasing, values real, finite, >= 0."""
     if kind not in ("step", "interp"):
         raise ValueError(f"{name}_kind must be 'step' or 'interp', received {kind!r}")
     if schedule is None:
@@ -38,8 +37,7 @@ def validate_schedule(name: str, schedule: Schedule | None, kind: str) -> None:
             raise ValueError(f"{name} entries must be (env_steps, value) pairs, received {item!r}")
         step, value = item
         if isinstance(step, bool) or not isinstance(step, numbers.Real) or not (
-            isinstance(step, numbers.Integral) or float(step).is_integer()
-        ):
+                isinstance(step, numbers.Integral) or float(step).is_integer()):
             raise ValueError(f"{name}[{i}] = {item!r}: env_steps must be an int, received"
                              f" {type(step).__name__} {step!r}")
         if isinstance(value, torch.Tensor):  # a one-element real tensor converts with float()

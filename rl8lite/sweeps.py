@@ -70,7 +70,6 @@ class Sweep:
             raise SweepConfigError("sweep.params must map dotted paths to distributions")
         for path, spec in self.params.items():
             _check_distribution(path, spec)
-            _set_path(copy.deepcopy(self.base), path, None)
         self.train_config(self.lows())  # every path lands in a valid train config
 
     @classmethod
@@ -162,8 +161,7 @@ def sweep(path: str | Path, *, trials: int | None = None, workers: int = 1,
     once the others have finished."""
     config = Sweep.from_file(path)
     check_metric(config)
-    uri = tracking_uri or default_tracking_uri()
-    name = study_name or Path(path).stem
+    uri, name = tracking_uri or default_tracking_uri(), study_name or Path(path).stem
     study = open_study(config, name, uri, experiment_name)
     if workers == 1:
         return run_sweep(config, study_name=name, trials=trials, seeds=seeds,
@@ -195,15 +193,12 @@ class SweepWorkerError(RuntimeError):
 def run_sweep(sweep: Sweep, *, study_name: str, trials: int | None = None,
               seeds: Sequence[int] | None = None, experiment_name: str | None = None,
               tracking_uri: str | None = None) -> Any:
-    """Run trials in this process until the study holds ``trials`` (default the file's) finished
-    or running ones; return the Optuna study. Other processes with the same store and
-    ``study_name`` join it."""
-    optuna = _optuna()
+    """Run trials here until the study holds ``trials`` (default: the file's) finished or running
+    ones; return the Optuna study. Processes with the same store and ``study_name`` join it."""
     uri = tracking_uri or default_tracking_uri()
-    client = open_client(uri)
+    optuna, client = _optuna(), open_client(uri)
     study = open_study(sweep, study_name, uri, experiment_name)
-    target = trials or sweep.trials
-    failures = 0
+    target, failures = trials or sweep.trials, 0
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
               optuna.trial.TrialState.RUNNING)
     while len(study.get_trials(deepcopy=False, states=states)) < target and failures < target:
@@ -261,7 +256,6 @@ def open_study(sweep: Sweep, name: str, uri: str, experiment_name: str | None) -
     its search space logged on its run and the dead processes' running trials FAILED."""
     optuna, client = _optuna(), open_client(uri)
     from mlflow.optuna.storage import MlflowStorage
-
     env_name = sweep.train_config(sweep.lows()).env_cls.__name__
     experiment_id = experiment_id_for(client, uri, experiment_name, env_name)
     mlflow.set_tracking_uri(uri)
@@ -331,7 +325,6 @@ def _train(sweep: Sweep, trial: Any, config: TrainConfig, tracker: MlflowTracker
                     eval_env_config=sweep.eval_env_config)
     finally:
         algorithm.close()
-    tracker.flush()
     history = tracker.client.get_metric_history(tracker.run_id, sweep.metric)
     if not history:
         raise ConfigError(f"sweep.metric {sweep.metric!r} was never logged by the run; it logs"
@@ -356,8 +349,7 @@ def _pruning(trial: Any, metric: str) -> Any:
 
 def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> None:
     """Log the study's best so far on its run; move the ``champion`` alias to a better policy."""
-    best = study.best_trial
-    study_run = study._study_id
+    best, study_run = study.best_trial, study._study_id
     client.log_metric(study_run, "sweep/best_value", best.value,
                       step=len(study.get_trials(deepcopy=False)))
     client.set_tag(study_run, "rl8lite.sweep.best_trial", f"{best.number} ({best._trial_id})")
@@ -373,10 +365,9 @@ def _update_best(sweep: Sweep, study: Any, trial: Any, client: MlflowClient) -> 
 def fail_dead_trials(client: MlflowClient, study_run: str, pid: int | None = None) -> None:
     """Mark FAILED the RUNNING trials of this host whose process is gone (or is ``pid``)."""
     host = socket.gethostname()
-    runs = client.search_runs(
-        [client.get_run(study_run).info.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
-                      f" and tags.`{HOST_TAG}` = '{host}'")
+    runs = client.search_runs([client.get_run(study_run).info.experiment_id], filter_string=(
+        f"tags.mlflow.parentRunId = '{study_run}' and attributes.status = 'RUNNING'"
+        f" and tags.`{HOST_TAG}` = '{host}'"))
     for run in runs:
         run_pid = int(run.data.tags.get(PID_TAG, "0"))
         if run_pid == pid or (pid is None and not _alive(run_pid)):

@@ -34,13 +34,7 @@ class Tracker(Protocol):
 
 
 class NullTracker(Tracker):
-    """Logs nothing (every rank's but rank 0's); checkpoints go into ``checkpoint_dir``.
-
-    Examples:
-        >>> tracker = NullTracker("checkpoints/run")
-        >>> isinstance(tracker, Tracker), tracker.checkpoint_dir.as_posix(), tracker.run_id
-        (True, 'checkpoints/run', None)
-    """
+    """Logs nothing (every rank's but rank 0's); checkpoints go into ``checkpoint_dir``."""
 
     run_id: str | None = None
     tracking_uri: str | None = None
@@ -86,13 +80,8 @@ def download_run_artifact(tracking_uri: str, run_id: str, artifact: str, destina
 
 
 def ui_command(tracking_uri: str, port: int = 5000) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri`` (the ``mlflow`` beside the
-    running Python: no venv to activate).
-
-    Examples:
-        >>> ui_command("sqlite:////tmp/my runs/mlflow.db").split(" ui ")[1]
-        "--backend-store-uri 'sqlite:////tmp/my runs/mlflow.db' --host 127.0.0.1 --port 5000"
-    """
+    """The shell command, quoted, that opens the MLflow UI on ``tracking_uri`` (the ``mlflow``
+    beside the running Python: no venv to activate)."""
     beside = Path(sys.executable).parent / "mlflow"
     executable = str(beside) if beside.exists() else "mlflow"
     return (f"{shlex.quote(executable)} ui --backend-store-uri {shlex.quote(tracking_uri)}"
@@ -115,8 +104,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
-    "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "runs_view_url",
-    "save_policy_model", "ui_command",
-]
+__all__ = ["MlflowTracker", "NullTracker", "Tracker", "TrackingError", "checkpoint_dir",
+           "default_tracking_uri", "download_run_artifact", "find_mlruns_dir", "runs_view_url",
+           "save_policy_model", "ui_command"]

@@ -1,7 +1,5 @@
 """MLflow model (models-from-code: no rl8lite imports) serving a policy exported by
-``rl8lite.tracking.export``: observations to actions, deterministic unless
-``params={"deterministic": False}``; a recurrent policy also takes and returns
-``"recurrent_state"`` (start from ``initial_state``; zero a row's state at an episode's end)."""
+``rl8lite.tracking.export``: observations (and ``"recurrent_state"``) to actions (and state)."""
 
 import json
 from pathlib import Path

@@ -36,9 +36,8 @@ class ExportError(RuntimeError):
 
 
 class PolicyProgram(nn.Module):
-    """The policy on CPU in eval mode. Inputs (``input_names``): the observation's leaves
-    ``[B, ...]``, a recurrent policy's state, and (``sampling``) a bool ``deterministic``; it
-    returns the actions (and the next state)."""
+    """The policy on CPU in eval mode: the observation's leaves ``[B, ...]`` (``input_names``), a
+    recurrent state and (``sampling``) a bool ``deterministic`` to the actions (and next state)."""
 
     def __init__(self, policy: Any, observation_spec: Spec, *, sampling: bool = True) -> None:
         super().__init__()
@@ -98,11 +97,9 @@ class PolicyProgram(nn.Module):
         """``io.json``: the inputs and outputs by name, dtype and shape (no batch)."""
         inputs = zip(self.input_names, self.example_inputs(1))
         return {
-            "format": "rl8lite-policy",
-            "version": 1,
+            "format": "rl8lite-policy", "version": 1,
             "inputs": [{"name": name, **_tensor_spec(t, f"input {name!r}")} for name, t in inputs],
-            "named_inputs": self.composite or self.recurrent,
-            "recurrent": self.recurrent,
+            "named_inputs": self.composite or self.recurrent, "recurrent": self.recurrent,
             "state_name": STATE_KEY if self.recurrent else None,
             "output_names": [ACTIONS_KEY, STATE_KEY] if self.recurrent else None,
             "actions": _tensor_spec(actions, "the actions"),
@@ -125,9 +122,8 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
     with (_exporting("torch.onnx", model_name), contextlib.redirect_stdout(io.StringIO()),
           warnings.catch_warnings()):
         warnings.simplefilter("ignore")
-        exported = torch.onnx.export(
-            program, tuple(example), dynamo=True, input_names=program.input_names,
-            output_names=outputs, dynamic_shapes=(shapes,))
+        exported = torch.onnx.export(program, tuple(example), dynamo=True, dynamic_shapes=(shapes,),
+                                     input_names=program.input_names, output_names=outputs)
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
     inputs = [leaf.rand([64]) for _, leaf in spec_leaves(program.observation_spec)]
@@ -175,8 +171,7 @@ def _tensor_spec(tensor: torch.Tensor, what: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _exporting(tool: str, model_name: str) -> Iterator[None]:
-    """Hold back what torch prints while exporting (a partial graph on failure; shown on
-    success); a failure is an :class:`ExportError` naming the user code it stopped at."""
+    """Quiet torch while exporting (shown on success); a failure: ExportError naming its line."""
     logger, printed = logging.getLogger("torch"), io.StringIO()
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -207,8 +202,7 @@ def save_policy_model(policy: Any, observation_spec: Spec, path: str | Path) -> 
         >>> algo = Algorithm(CartPole, num_envs=2, horizon=2)
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     save_policy_model(algo.policy, algo.env.observation_spec, f"{tmp}/policy")
-        ...     model = mlflow.pyfunc.load_model(f"{tmp}/policy")
-        >>> model.predict(np.zeros((3, 4))).shape
+        ...     mlflow.pyfunc.load_model(f"{tmp}/policy").predict(np.zeros((3, 4))).shape
         (3, 1)
     """
     import mlflow.pyfunc
@@ -229,15 +223,13 @@ def log_policy_model(run_id: str, policy: Any, observation_spec: Spec, *, name: 
 
 
 def _model_arguments(policy: Any, observation_spec: Spec, folder: str) -> dict[str, Any]:
-    """What ``mlflow.pyfunc`` needs to save or log the policy, exported into ``folder`` (with no
-    declared inputs: ``_pyfunc_policy.py`` checks and casts them)."""
+    """``mlflow.pyfunc``'s arguments for the policy exported into ``folder`` (inputs undeclared)."""
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ParamSchema, ParamSpec, Schema, TensorSpec
     desc = export_policy(policy, observation_spec, folder)
     specs = zip([desc["actions"], desc["inputs"][-1]], desc["output_names"] or [None])
-    outputs = [TensorSpec(np.dtype(spec["dtype"]), (-1, *spec["shape"]), name)
-               for spec, name in specs]
+    outputs = [TensorSpec(np.dtype(s["dtype"]), (-1, *s["shape"]), name) for s, name in specs]
     example = {s["name"]: np.zeros((2, *s["shape"]), dtype=s["dtype"]) for s in desc["inputs"]}
     return {
         "python_model": str(Path(__file__).with_name("_pyfunc_policy.py")),
@@ -256,7 +248,6 @@ def log_onnx_model(run_id: str, policy: Any, observation_spec: Spec, *, name: st
     """Log :func:`export_onnx`'s model as an MLflow ONNX LoggedModel of run ``run_id``."""
     import mlflow.onnx
     import onnx
-
     with tempfile.TemporaryDirectory() as tmp:
         model = onnx.load(str(export_onnx(policy, observation_spec, Path(tmp, "policy.onnx"))))
         active = mlflow.active_run()

@@ -42,9 +42,8 @@ _TRAINER_RUNS: set[str] = set()  # runs a tracker made active (never taken for t
 
 class MlflowTracker:
     """Logs into the run the user opened with ``mlflow.start_run`` (never ending it), else into
-    a run of its own, MLflow's active run until :meth:`end` (at interpreter exit: FAILED, or
-    KILLED on Ctrl-C, if a script died of an exception, else FINISHED). A :class:`TrackingError`
-    where the store cannot be used, or a run is active in another store.
+    a run of its own, MLflow's active run until :meth:`end` or exit (FAILED or KILLED after an
+    uncaught exception). A :class:`TrackingError` if the store fails or another has the active run.
 
     Args:
         experiment_name: Created when missing; ``None``: the one the user set, else
@@ -52,18 +51,7 @@ class MlflowTracker:
         tracking_uri: Default: the active run's store, else :func:`default_tracking_uri`.
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
-        log_system_metrics: Log MLflow's system metrics (CPU, memory, GPU); needs ``psutil``.
         leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
-
-    Examples:
-        >>> import tempfile
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     tracker = MlflowTracker("demo", tracking_uri=f"sqlite:///{tmp}/mlflow.db")
-        ...     tracker.log_metrics({"returns/mean": 1.5}, step=64)
-        ...     tracker.end()
-        ...     run = MlflowClient(tracker.tracking_uri).get_run(tracker.run_id)
-        >>> run.info.status, run.data.metrics
-        ('FINISHED', {'returns/mean': 1.5})
     """
 
     def __init__(self, experiment_name: str | None = None, *, default_experiment: str = "rl8lite",
@@ -235,8 +223,7 @@ class MlflowTracker:
 
 @atexit.register
 def _end_runs() -> None:
-    """End the runs still open, and write the metrics still queued; a script that dies of an
-    exception (not an interactive session, whose last one is old) ends them FAILED or KILLED."""
+    """End the open runs: FAILED or KILLED if a script (not a session) died of an exception."""
     status, message = "FINISHED", None
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     interactive = hasattr(sys, "ps1") or sys.flags.interactive or ipython is not None
@@ -267,8 +254,7 @@ def _run_name() -> str:
 
 
 def open_client(tracking_uri: str) -> MlflowClient:
-    """A client whose store is ready: a lock file beside a SQLite database serialises the
-    creation of its tables (concurrent creation fails; POSIX only)."""
+    """A client whose store is ready (a SQLite store's tables made under a file lock, on POSIX)."""
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri)
     database = Path(tracking_uri.removeprefix("sqlite:///"))
@@ -319,8 +305,7 @@ def _system_metrics(run_id: str, tracking_uri: str, resumed: bool) -> Any:
     return monitor
 
 
-# MLflow's per-thread active-run stack: a tracker's run is pushed when it opens and removed
-# when it ends, wherever it is on the stack, without ending any other run.
+# MLflow's per-thread active-run stack: a tracker pushes its run on open and takes it out on end.
 def _stack() -> list | None:
     variable = getattr(fluent, "_active_run_stack", None)
     if variable is None:  # an MLflow whose internals moved: tracking works, the run is not active
@@ -343,7 +328,6 @@ def _deactivate(run_id: str) -> None:
     _TRAINER_RUNS.discard(run_id)
 
 
-# MLflow logs a locked SQLite store's error with its traceback; the writer threads retry such
-# writes (and warn once), so their tracebacks are dropped.
+# MLflow logs a locked store's error with a traceback: not from the writers (they retry, warn once)
 logging.getLogger("mlflow.store.db.utils").addFilter(lambda record: record.threadName != _WRITER)
 

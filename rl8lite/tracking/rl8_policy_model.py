@@ -1,21 +1,5 @@
 """rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns
-one): deterministic actions, log-probabilities and values, a DataFrame row per input step.
-
-Examples:
-    >>> import tempfile
-    >>> import mlflow
-    >>> from rl8lite.env import DiscreteDummyEnv
-    >>> from rl8lite.policies import Policy
-    >>> env = DiscreteDummyEnv(1)
-    >>> policy = Policy(env.observation_spec, env.action_spec)
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     mlflow.pyfunc.save_model(f"{tmp}/model", python_model=policy.save(f"{tmp}/policy.pkl"),
-    ...                              artifacts={"policy": f"{tmp}/policy.pkl"})
-    ...     served = mlflow.pyfunc.load_model(f"{tmp}/model")
-    ...     frame = served.predict({"obs": env.observation_spec.rand([2, 3]).numpy()})
-    >>> len(frame), sorted(frame.columns)
-    (6, ['actions', 'logp', 'values'])
-"""
+one): deterministic actions, log-probabilities and values, a DataFrame row per input step."""
 
 from __future__ import annotations
 
@@ -64,8 +48,7 @@ def _batch(model_input: Any, spec: Spec, device: Any) -> TensorDict:
 def _tensors(value: Any, spec: Spec, device: Any) -> torch.Tensor | TensorDict:
     if isinstance(spec, Composite):
         leaves = {key: _tensors(value[key], spec[key], device) for key in spec}
-        first = next(iter(leaves.values()))
-        return TensorDict(leaves, batch_size=first.shape[:2], device=device)
+        return TensorDict(leaves, batch_size=next(iter(leaves.values())).shape[:2], device=device)
     return torch.as_tensor(np.asarray(value), dtype=spec.dtype, device=device)
 
 

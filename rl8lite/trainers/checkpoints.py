@@ -153,9 +153,8 @@ def latest_checkpoint_of_run(run_id: str, tracking_uri: str | None, rank: int = 
     if latest is not None and files.rank_file(latest, rank).is_file():
         return latest
     if rank:  # its own file must be on this machine (the MLflow artifact is rank 0's)
-        missing = files.rank_file(latest, rank) if latest is not None else folder / "latest"
-        raise files.CheckpointError(
-            f"run {run_id!r}: rank {rank} has no checkpoint file {str(missing)!r}")
+        missing = str(files.rank_file(latest, rank) if latest is not None else folder / "latest")
+        raise files.CheckpointError(f"run {run_id!r}: rank {rank} has no file {missing!r}")
     numbered = files.numbered_checkpoints(folder)
     if numbered and latest is None:
         return numbered[-1][1]

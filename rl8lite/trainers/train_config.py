@@ -40,8 +40,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 @dataclass
 class TrainConfig:
     """A trainer's config (rl8's): the env class and the algorithm's hyperparameters, checked and
-    imported at construction (a :class:`TrainConfigError`, ``ImportError`` or ``ConfigError``
-    names the culprit).
+    imported at construction (errors name the culprit).
 
     Args:
         env_cls: The env class, its dotted path (``"package.module.Name"`` or
@@ -103,8 +102,7 @@ class TrainConfig:
         """Read a train config from a ``.yaml``/``.yml`` or ``.json`` file; errors name the file."""
         p = Path(path)
         data = read_mapping(p)
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
+        if unknown := sorted(set(data) - {f.name for f in dataclasses.fields(cls)}):
             raise TrainConfigError(f"{p}: unknown key(s) {unknown}; a train config has env_cls,"
                                    " algorithm_config and recurrent")
         if data.get("env_cls") is None:

@@ -39,24 +39,14 @@ Config = dict[str, Any] | None
 class Trainer:
     """Trains an :class:`~rl8lite.Algorithm` and logs everything to MLflow.
 
-    Each trainer owns one MLflow run (or logs into the one the user opened), ended by
-    :meth:`close`, the context manager or the end of :meth:`run`. Under ``torchrun`` rank 0 alone
-    logs and prints.
+    Each trainer owns one MLflow run (or logs into the user's), ended by :meth:`close`, the
+    context manager or the end of :meth:`run`; under ``torchrun`` rank 0 alone logs and prints.
 
     Args:
         experiment_name: MLflow experiment (default: the active one, else the env class's name).
         progress: Print a progress line per step of :meth:`run` (at most one a second).
         save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
-        tracker: Another :class:`~rl8lite.tracking.Tracker` than MLflow's.
         registered_model_name: Also register the policy :meth:`run` logs under this name.
-        log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
-
-    Examples:
-        >>> from rl8lite import Algorithm, Trainer
-        >>> from rl8lite.conditions import HitsUpperBound
-        >>> from rl8lite.env import DiscreteDummyEnv
-        >>> with Trainer(Algorithm(DiscreteDummyEnv, num_envs=8, horizon=4)) as t:  # doctest: +SKIP
-        ...     t.run(stop_conditions=[HitsUpperBound("algorithm/steps", 3)])
     """
 
     def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None,
@@ -95,7 +85,6 @@ class Trainer:
         """The training processes (:class:`~rl8lite.runtime.distributed.Ranks`)."""
         return self.algorithm.ranks
 
-    # ------------------------------------------------------------------ training
     @shares_failures
     def step(self, *, env_config: Config = None) -> dict[str, float]:
         """One collect and one policy update; returns (and logs) the train stats."""
@@ -116,9 +105,8 @@ class Trainer:
     @shares_failures
     def eval(self, *, env_config: Config = None, deterministic: bool = True,
              name: str | None = None) -> dict[str, float]:
-        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``.
-        With ``horizons_per_env_reset = k > 0`` an evaluation is ``k`` collects, after a multiple
-        of ``k`` collects only (rl8's rule; a ``RuntimeError`` otherwise)."""
+        """Evaluate under ``env_config``; log and return the stats under ``eval/[<name>/]``. With
+        ``horizons_per_env_reset = k > 0``: ``k`` collects, only after a multiple of ``k``."""
         k, collects = self.algorithm.horizons_per_env_reset, self.state["algorithm/collects"]
         if k > 0 and collects % k:
             raise RuntimeError(f"Trainer.eval runs after a multiple of horizons_per_env_reset={k}"
@@ -178,9 +166,8 @@ class Trainer:
                 if stop_signal is None:
                     # still under the handlers: a signal while the policy is exported waits for it
                     self._report(stats, final=True)
-                    stop_signal = self._finish_run(steps_per_video, checkpoint_every,
-                                                   keep_checkpoints, requests)
-                    self._warn_long_intervals(self.state["algorithm/steps"] - first_step, intervals)
+                    ran = self.state["algorithm/steps"] - first_step
+                    stop_signal = self._finish_run(intervals, keep_checkpoints, ran, requests)
         except (KeyboardInterrupt, SystemExit):
             self._end_run("KILLED", "KeyboardInterrupt")
             raise
@@ -196,27 +183,25 @@ class Trainer:
             raise SystemExit(128 + stop_signal)
         return stats
 
-    def _finish_run(self, steps_per_video: int | None, checkpoint_every: int | None, keep: int,
+    def _finish_run(self, intervals: dict[str, int | None], keep: int, ran: int,
                     requests: SignalRequests) -> int | None:
-        """Film, export and checkpoint at the end; return a stop signal that came meanwhile."""
+        """Film, export, checkpoint; warn of intervals over ``ran``; return a late stop signal."""
         self._filming = self.algorithm.rollout.observer = None
-        if steps_per_video:
+        if intervals["steps_per_video"]:
             self._video_or_warn(lambda: self.record_video(name="training"))
         if self.save_policy:
             self._save_policy_or_warn()
         requests.checkpoint = requests.checkpoint or self._has_checkpoints  # rank 0's, for all
         _, late_stop, checkpoint = self._agree(False, requests)
-        if checkpoint or checkpoint_every:
+        if checkpoint or intervals["checkpoint_every"]:
             self.save_checkpoint(keep=keep)
         self.tracker.end("FINISHED")
-        return late_stop
-
-    def _warn_long_intervals(self, ran: int, intervals: dict[str, int | None]) -> None:
         long = [f"{name}={value}" for name, value in intervals.items() if value and value > ran]
         if long and self.ranks.is_main:
             warnings.warn(f"{', '.join(long)} counts training steps, and this run took {ran}: they"
                           " never came round (a video and a checkpoint are still taken at the end)",
                           RuntimeWarning, stacklevel=3)
+        return late_stop
 
     def _agree(self, stop: bool, requests: SignalRequests) -> tuple[bool, int | None, bool]:
         """Agreed ``(stop, stop signal, checkpoint)``; clears the checkpoint request."""
@@ -236,12 +221,10 @@ class Trainer:
         print(" | ".join([f"step {step}", *shown, f"env steps {self.state['env/steps']:,}"]),
               flush=True)
 
-    # ------------------------------------------------------------------ policy and videos
     def log_policy(self, name: str = "policy", *, registered_model_name: str | None = None,
                    onnx: bool = False) -> str:
         """Log the policy as an MLflow model of the run (registered as ``registered_model_name``)
-        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``,
-        whose ``mlflow.pyfunc.load_model(uri).predict(obs)`` gives deterministic actions."""
+        and, with ``onnx``, as an ONNX model ``<name>-onnx``; return ``runs:/<run id>/<name>``."""
         register = registered_model_name or self.registered_model_name
         policy, spec = self.algorithm.policy, self.algorithm.env.observation_spec
         uri = self.tracker.log_policy(policy, spec, name, step=self.state["env/steps"],
@@ -276,11 +259,10 @@ class Trainer:
     def record_video(self, *, env_config: Config = None, name: str | None = None,
                      max_steps: int = 1000, deterministic: bool = True,
                      env: Env | None = None) -> str | None:
-        """Film one episode of the policy (copy 0 of ``env``, default: the training env, restored
-        after) under ``env_config``, up to ``max_steps``; log it as ``videos/<name or "rollout">/
-        step_<env steps>`` and return that path (rank 0; others ``None``). A
-        ``NotImplementedError`` without ``render()`` or for a model seeing windows of past
-        observations, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
+        """Film one episode of the policy on copy 0 of ``env`` (default: the training env, restored
+        after), up to ``max_steps``; log it as ``videos/<name or "rollout">/step_<env steps>`` and
+        return that path (rank 0; others ``None``). A ``NotImplementedError`` without ``render()``
+        or for a windowed model, a ``ValueError`` for frames that are no RGB ``uint8`` arrays."""
         check_int("max_steps", max_steps, minimum=1, error=ValueError)
         algorithm, policy, training_env = self.algorithm, self.algorithm.policy, env is None
         if not self.ranks.is_main:
@@ -295,7 +277,7 @@ class Trainer:
         try:
             with torch.inference_mode():
                 obs = env.reset(config=env_config)
-                filming.start()
+                filming.take_frame()
                 states = policy.init_states(env.num_envs) if policy.recurrent else None
                 while not filming.done:
                     if states is not None:
@@ -320,8 +302,7 @@ class Trainer:
             self.algorithm.rollout.observer = self._filming
 
     def _log_finished_video(self) -> None:
-        filming = self._filming
-        if filming is None or not filming.done:
+        if (filming := self._filming) is None or not filming.done:
             return
         self._filming = self.algorithm.rollout.observer = None
         self._video_or_warn(lambda: log_video(self.tracker, filming, name="training",
@@ -337,7 +318,6 @@ class Trainer:
             self._videos_failed = True
             warnings.warn(f"no rollout videos: {e}", RuntimeWarning, stacklevel=4)
 
-    # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path: str | Path | None = None, *, keep: int | None = None) -> Path:
         """Write everything needed to continue exactly, atomically (default: into the run's
         checkpoint folder, keeping the newest ``keep`` files); return the file's path."""
@@ -351,9 +331,8 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, path_or_run_id: str | Path, /, *, tracking_uri: str | None = None,
-                        device: str | None = None, progress: bool = True,
-                        save_policy: bool = True, tracker: tracking.Tracker | None = None,
-                        env: Env | None = None) -> Trainer:
+                        device: str | None = None, progress: bool = True, save_policy: bool = True,
+                        tracker: tracking.Tracker | None = None, env: Env | None = None) -> Trainer:
         """Rebuild a trainer from a checkpoint file, a run's checkpoint folder or ``latest``
         record, or a run id, and reopen its MLflow run. ``device`` overrides the saved one;
         ``env`` resumes onto an env instance. A ``CheckpointError`` if it cannot resume here."""
@@ -369,7 +348,6 @@ class Trainer:
         files.restore_rng(data["rng"])  # last: building the algorithm drew random numbers
         return trainer
 
-    # ------------------------------------------------------------------ lifecycle
     def close(self, status: str = "FINISHED", *, message: str | None = None) -> None:
         """Flush metrics, end the MLflow run (a user-opened run stays open), close the env."""
         try:

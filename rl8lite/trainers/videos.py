@@ -24,9 +24,8 @@ MAX_WIDTH = 640
 
 
 class Filming:
-    """Copy 0's frames of one episode, a rollout observer: :meth:`start` takes the first frame,
-    then call it with each env step's output. With ``from_next_episode`` filming starts when copy
-    0's current episode ends; it is :attr:`done` when the filmed one ends or at ``max_steps``."""
+    """A rollout observer filming one episode of copy 0 (with ``from_next_episode``, its next):
+    :meth:`take_frame`, then a call per env step, until :attr:`done` (its end or ``max_steps``)."""
 
     def __init__(self, env: Env, max_steps: int, *, from_next_episode: bool = False) -> None:
         self.env, self.max_steps, self.waiting = env, max_steps, from_next_episode
@@ -34,20 +33,16 @@ class Filming:
         self.episode_return, self.done = 0.0, False
         self.error: Exception | None = None  # why filming stopped without a video
 
-    def start(self) -> None:
-        self.waiting = False
-        self._frame()
-
-    def _frame(self) -> None:
-        name = type(self.env).__name__
+    def take_frame(self) -> None:
+        """Film copy 0's current frame (the first starts the filming)."""
+        self.waiting, name = False, type(self.env).__name__
         try:
             self.frames.append(check_frame(self.env.render(), f"{name}.render()"))
         except ValueError as e:
             self.error, self.done = e, True
         except NotImplementedError as e:
             self.done, self.error = True, NotImplementedError(
-                f"{name} has no render(): videos need an RGB frame [H, W, 3] of copy 0 at every"
-                f" step ({e})")
+                f"{name} has no render(): videos need an RGB frame [H, W, 3] at every step ({e})")
 
     def __call__(self, out: Any) -> None:
         if self.done:
@@ -56,11 +51,11 @@ class Filming:
         ended = bool(torch.stack(flags).any()) if flags else False
         if self.waiting:
             if ended or not flags:  # copy 0 has just started an episode (it resets itself)
-                self.start()
+                self.take_frame()
             return
         self.episode_return += float(out[DataKeys.REWARDS][0, 0])
         if not ended:
-            self._frame()
+            self.take_frame()
         self.done = self.done or ended or len(self.frames) >= self.max_steps
 
 
@@ -69,8 +64,6 @@ def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) 
     the first as an image, and the episode's return and length; return the artifact's path."""
     if filming.error is not None:
         raise filming.error
-    if not filming.frames:
-        raise ValueError("no frames were filmed")
     env, folder = filming.env, f"videos/{name}"
     fps = getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps")
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,8 +118,6 @@ def encode_video(frames: Sequence[np.ndarray], stem: str | Path, *, fps: float) 
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"crf": "23", "preset": "veryfast"}
         for frame in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())  # the frames the encoder still holds
     return path
