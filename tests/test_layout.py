@@ -13,11 +13,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rl8lite"
 #: A module past this many lines holds two concepts (STYLE.md: past ~300 is a hint).
 MAX_LINES = 450
-#: The whole package, including what the open issues add (measured with ``wc -l``). Issue 26
-#: sets 10,000 lines and 65 modules; the package holds 10,428 with observation normalisation,
-#: sweeps, ONNX export, the Genesis Go2 example (with its camera) and the compiled minibatch
-#: step: the limit holds that and comes down with trims.
-MAX_TOTAL_LINES, MAX_MODULES = 10_428, 64
+#: The whole package (``wc -l``): 10,000 lines and 65 modules at most. The limits are what it
+#: holds now (normalisation, sweeps, ONNX export, Genesis's Go2 and the compiled step included),
+#: so a change that grows the package raises them here, within those bounds, and says why.
+MAX_TOTAL_LINES, MAX_MODULES = 9_940, 62
 
 
 def module_name(path: Path) -> str:
