@@ -69,7 +69,14 @@ class Distribution(ABC):
 
 class Categorical(Distribution):
     """Categorical over ``action_spec.n`` actions; masked actions get log-probability
-    ``finfo.min`` (never sampled, never the deterministic action, no entropy)."""
+    ``finfo.min`` (never sampled, never the deterministic action, no entropy).
+
+    Examples:
+        >>> from rl8lite.specs import Categorical as CategoricalSpec
+        >>> dist = Categorical(torch.zeros(5, 3), CategoricalSpec(3, shape=[1]))
+        >>> dist.sample().shape, dist.logp(dist.sample()).shape
+        (torch.Size([5, 1]), torch.Size([5, 1]))
+    """
 
     def __init__(self, features: torch.Tensor, action_spec: Any, /, **kwargs: Any) -> None:
         super().__init__(features, action_spec, **kwargs)

@@ -78,6 +78,16 @@ def test_invalid_hyperparameters_name_the_field(field: str, value, message: str)
         AlgorithmConfig(**kwargs).validate()
 
 
+BOOL_FIELDS = ["shuffle_minibatches", "normalize_advantages", "normalize_rewards",
+               "normalize_observations", "accumulate_grads", "enable_amp", "tune_malloc"]
+
+
+@pytest.mark.parametrize("field", BOOL_FIELDS)
+def test_every_bool_field_refuses_a_non_bool(field: str) -> None:
+    with pytest.raises(ConfigError, match=f"{field} must be a bool, received 0"):
+        AlgorithmConfig(num_envs=8, horizon=8, **{field: 0}).validate()
+
+
 def test_unknown_config_field_names_the_closest_valid_ones_first() -> None:
     with pytest.raises(TypeError, match=r"unknown AlgorithmConfig field\(s\): 'num_env' \(did you mean 'num_envs'\?\); valid"
                                         r" fields: num_envs, .*gamma"):

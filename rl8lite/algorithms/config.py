@@ -41,7 +41,8 @@ class AlgorithmConfig:
     num_envs: int = 256
     #: Env steps per copy in each collect (``>= 1``). The buffer is ``[num_envs, horizon + 1]``.
     horizon: int = 32
-    #: Collects per env reset (``< 0``: only the first resets); ``None``: -1 if episodic, else 1.
+    #: Reset the env every this many collects (``> 0``), or only at the first (``< 0``); ``None``:
+    #: ``-1`` for an env that reports episode ends, else 1 (rl8's default).
     horizons_per_env_reset: int | None = None
     #: Initial env parameters passed to the env class at construction.
     env_config: dict[str, Any] | None = None
@@ -88,7 +89,8 @@ class AlgorithmConfig:
     normalize_advantages: bool = True
     #: Divide rewards by the std of their running discounted sums (as in rl8).
     normalize_rewards: bool = True
-    #: Normalise float observation entries by their running mean and variance, inside the policy.
+    #: Normalise every float observation entry by its running mean and variance (float64, pooled
+    #: over ranks, updated after each ``step``), in the policy: checkpointed and exported with it.
     normalize_observations: bool = False
     #: Normalised observations are clipped to ``[-observation_clip, observation_clip]`` (``> 0``).
     observation_clip: float = 10.0
@@ -96,7 +98,8 @@ class AlgorithmConfig:
     accumulate_grads: bool = False
     #: Mixed precision in the update: fp16 with a grad scaler on CUDA, bf16 on CPU.
     enable_amp: bool = False
-    #: Most samples per forward/backward of the update; ``"auto"``: ~2**21 floats on CPU, else all.
+    #: Most samples per forward/backward of the update (the same step); ``"auto"``: about 2**21
+    #: activation floats on CPU, no chunks elsewhere.
     update_chunk_size: int | Literal["auto"] | None = "auto"
     #: Most copies in one policy forward while collecting. ``"auto"``: as ``update_chunk_size``
     #: on CPU, all copies elsewhere. Another chunking draws other random numbers.
@@ -154,7 +157,7 @@ class AlgorithmConfig:
             if not (isinstance(value := getattr(self, name), bool) or value == "auto"):
                 raise ConfigError(f"{name} must be True, False or 'auto', received {value!r}")
         for f in dataclasses.fields(self):
-            if f.type == "bool" and not isinstance(value := getattr(self, f.name), bool):
+            if f.type in ("bool", bool) and not isinstance(value := getattr(self, f.name), bool):
                 raise ConfigError(f"{f.name} must be a bool, received {value!r}")
         try:
             validate_schedule("entropy_coeff_schedule", self.entropy_coeff_schedule,

@@ -77,7 +77,9 @@ class Windowed(Feedforward):
         num_envs, horizon, device = buffer.batch_size[0], buffer.batch_size[1] - 1, buffer.device
         super().__init__(policy, horizon, chunk_rows, compile_sampling=compile_sampling)
         self.buffer, self.entries = buffer, entries
-        # per path: the store (then a zero row, read as padding), window offsets, first store rows
+        # per path: the store; its rows then a zero row, read as padding (rows_with_zeros); per
+        # window position, steps back from the last (offsets) and store-row offsets (positions);
+        # per buffer row, the first store row of its window (first_rows)
         self.stores: dict[Path, torch.Tensor] = {}
         self.rows_with_zeros, self.offsets, self.positions, self.first_rows = {}, {}, {}, {}
         #: dtype of store row indices: int32 where every row of every store fits.

@@ -143,7 +143,8 @@ class CopyWrapper(gymnasium.Wrapper):
         """A key is set; an array at a path is written in place (MuJoCo's are views of the
         simulator's model), a class-level list, dict or array first copied onto the env."""
         env, steps = self.unwrapped, _steps(path)
-        root, shared = steps[0][1], inspect.getattr_static(env, steps[0][1], None)
+        root = steps[0][1]
+        shared = inspect.getattr_static(env, root, None)
         if root not in vars(env) and isinstance(shared, (list, dict, np.ndarray)):
             setattr(env, root, copy.deepcopy(shared))
         parent = self._resolve(steps[:-1])

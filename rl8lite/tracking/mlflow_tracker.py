@@ -51,6 +51,7 @@ class MlflowTracker:
         tracking_uri: Default: the active run's store, else :func:`default_tracking_uri`.
         flush_interval_s: Longest time metrics wait in memory before being written.
         run_id: Continue this run (a resumed trainer's).
+        log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
         leave_open: :meth:`end` writes the metrics but leaves the run's status to the caller.
     """
 

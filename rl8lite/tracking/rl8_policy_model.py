@@ -1,5 +1,20 @@
 """rl8's MLflow models of a cloud-pickled policy (:meth:`rl8lite.policies.Policy.save` returns
-one): deterministic actions, log-probabilities and values, a DataFrame row per input step."""
+one): deterministic actions, log-probabilities and values, a DataFrame row per input step.
+
+Examples:
+    >>> import tempfile
+    >>> import mlflow
+    >>> from rl8lite.env import DiscreteDummyEnv
+    >>> from rl8lite.policies import Policy
+    >>> env = DiscreteDummyEnv(1)
+    >>> policy = Policy(env.observation_spec, env.action_spec)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     mlflow.pyfunc.save_model(f"{tmp}/model", python_model=policy.save(f"{tmp}/policy.pkl"),
+    ...                              artifacts={"policy": f"{tmp}/policy.pkl"})
+    ...     frame = mlflow.pyfunc.load_model(f"{tmp}/model").predict({"obs": [[[1.0]] * 3] * 2})
+    >>> len(frame), sorted(frame.columns)
+    (6, ['actions', 'logp', 'values'])
+"""
 
 from __future__ import annotations
 

@@ -46,7 +46,9 @@ class Trainer:
         experiment_name: MLflow experiment (default: the active one, else the env class's name).
         progress: Print a progress line per step of :meth:`run` (at most one a second).
         save_policy: Log the policy as an MLflow model when :meth:`run` finishes normally.
+        tracker: Another :class:`~rl8lite.tracking.Tracker` than MLflow's (the default).
         registered_model_name: Also register the policy :meth:`run` logs under this name.
+        log_system_metrics: Log MLflow's system metrics (needs ``psutil``).
     """
 
     def __init__(self, algorithm: Algorithm, /, *, experiment_name: str | None = None,

@@ -35,7 +35,8 @@ class Filming:
 
     def take_frame(self) -> None:
         """Film copy 0's current frame (the first starts the filming)."""
-        self.waiting, name = False, type(self.env).__name__
+        self.waiting = False
+        name = type(self.env).__name__
         try:
             self.frames.append(check_frame(self.env.render(), f"{name}.render()"))
         except ValueError as e:
