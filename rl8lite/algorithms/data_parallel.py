@@ -79,6 +79,12 @@ class GradientAverager:
         return flat[-1]
 
 
+def union_std(mean: torch.Tensor, second_moment: torch.Tensor) -> torch.Tensor:
+    """Population std of a union of equally sized groups, from its mean and its ``E[x^2]`` (the
+    mean of each group's ``std^2 + mean^2``): ``sqrt(E[x^2] - E[x]^2)``."""
+    return (second_moment - mean.square()).clamp(min=0).sqrt()
+
+
 def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[str, torch.Tensor]:
     """A collect's statistics over every rank (means average, stds pool, counts add)."""
     pooled, world = dict(values), ranks.world_size
@@ -90,7 +96,7 @@ def pool_collect_stats(values: dict[str, torch.Tensor], ranks: Ranks) -> dict[st
     for i, prefix in enumerate(spread):
         mean = summed[2 * i] / world
         pooled[f"{prefix}/mean"] = mean
-        pooled[f"{prefix}/std"] = (summed[2 * i + 1] / world - mean.square()).clamp(min=0).sqrt()
+        pooled[f"{prefix}/std"] = union_std(mean, summed[2 * i + 1] / world)
     pooled.update(zip(counts, summed[2 * len(spread):]))
     # min x = -max(-x): one all-reduce for both
     signs = {k: -1.0 if k.endswith("/min") else 1.0 for k in values if k.endswith(("/min", "/max"))}

@@ -10,7 +10,7 @@ from tensordict import TensorDict
 from ..data import DataKeys
 from ..nn.ppo import copy_slices
 from .buffer import episode_ends
-from .data_parallel import WholeBatch, pool_collect_stats
+from .data_parallel import WholeBatch, pool_collect_stats, union_std
 
 _WINDOW_STATS = ("episodes/return_mean", "episodes/return_min", "episodes/return_max",
                  "episodes/length_mean")
@@ -182,10 +182,9 @@ def merge_collects(collects: list[dict[str, float]]) -> dict[str, float]:
         elif key.endswith("/max"):
             merged[key] = max(values)
         elif key.endswith("/std") and (mean_key := key.replace("/std", "/mean")) in collects[0]:
-            # the union's std: sqrt(E[x^2] - E[x]^2), with E[x^2] = mean(std^2 + mean^2)
             means = torch.tensor([c[mean_key] for c in collects], dtype=torch.float64)
             second = (torch.tensor(values, dtype=torch.float64).square() + means.square()).mean()
-            merged[key] = float((second - means.mean().square()).clamp(min=0).sqrt())
+            merged[key] = float(union_std(means.mean(), second))
         else:
             merged[key] = sum(values) / len(values)
     return merged
