@@ -16,7 +16,7 @@ MAX_LINES = 450
 #: The whole package (``wc -l``): 10,000 lines and 65 modules at most. The limits are what it
 #: holds now (normalisation, sweeps, ONNX export, Genesis's Go2 and the compiled step included),
 #: so a change that grows the package raises them here, within those bounds, and says why.
-MAX_TOTAL_LINES, MAX_MODULES = 9_977, 62
+MAX_TOTAL_LINES, MAX_MODULES = 9_979, 62
 
 
 def module_name(path: Path) -> str:

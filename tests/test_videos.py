@@ -110,6 +110,13 @@ def test_an_env_without_render_is_a_clear_error_and_only_a_warning_in_run() -> N
     assert trainer.state["algorithm/steps"] == 3  # training went on
 
 
+def test_logging_a_filming_without_frames_is_a_clear_error() -> None:
+    tracker = MemoryTracker()
+    with pytest.raises(ValueError, match="no frames were filmed"):
+        video.log_video(tracker, video.Filming(CartPole(1), 5), name="rollout", env_steps=0)
+    assert not tracker.artifacts
+
+
 def test_frames_are_checked_and_large_ones_downscaled() -> None:
     with pytest.raises(ValueError, match=r"Env.render\(\) must return an RGB uint8 array \[H, W, 3\], received float64"):
         video.check_frame(np.zeros((4, 4, 3)), "Env.render()")

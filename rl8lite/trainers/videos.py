@@ -65,6 +65,8 @@ def log_video(tracker: Tracker, filming: Filming, *, name: str, env_steps: int) 
     the first as an image, and the episode's return and length; return the artifact's path."""
     if filming.error is not None:
         raise filming.error
+    if not filming.frames:
+        raise ValueError("no frames were filmed")
     env, folder = filming.env, f"videos/{name}"
     fps = getattr(env, "render_fps", None) or getattr(env, "metadata", {}).get("render_fps")
     with tempfile.TemporaryDirectory() as tmp:
