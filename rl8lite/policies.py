@@ -14,6 +14,7 @@ from torch import nn
 from .data import DataKeys, Device
 from .distributions import Distribution, Normal, SquashedNormal, default_distribution_cls
 from .models import DefaultModel, DefaultRecurrentModel, Model, RecurrentModel
+from .models.cnn import default_model_for
 from .models.rl8_style import Rl8Model, Rl8RecurrentModel, flat_features, stateless
 from .nn.normalization import Observation, ObservationNormalizer
 from .specs import Spec
@@ -270,22 +271,31 @@ def _mode(model: nn.Module, *, training: bool) -> Iterator[None]:
 
 
 def _build_model(model_cls: Any, sized: bool, observation_spec: Spec, action_spec: Spec,
-                 model_config: dict[str, Any] | None, distribution_cls: type[Distribution]) -> Any:
-    """``model_cls(observation_spec, action_spec, **model_config)``, ``sized`` for the features."""
-    sizes = {"num_features": distribution_cls.num_inputs(action_spec),
-             "gaussian": issubclass(distribution_cls, Normal)} if sized else {}
+                 model_config: dict[str, Any] | None, distribution_cls: type[Distribution],
+                 obs_groups: dict[str, list[str]] | None = None) -> Any:
+    """``model_cls(observation_spec, action_spec, **model_config)``; a default model (``sized``
+    for the features) is the Nature CNN for images and reads the env's ``obs_groups``."""
+    sizes: dict[str, Any] = {}
+    if sized:
+        model_cls = default_model_for(observation_spec, model_cls)
+        sizes = {"num_features": distribution_cls.num_inputs(action_spec),
+                 "gaussian": issubclass(distribution_cls, Normal)}
+        if obs_groups and "obs_groups" not in (model_config or {}):
+            sizes["obs_groups"] = obs_groups
     return model_cls(observation_spec, action_spec, **sizes, **(model_config or {}))
 
 
 def build_policy(observation_spec: Spec, action_spec: Spec, config: Any,
                  default_model_cls: type[Model], *, normalizer: ObservationNormalizer | None = None,
-                 device: Device = "cpu") -> Policy:
-    """The policy a config describes (a :class:`RecurrentPolicy` for a recurrent model)."""
+                 device: Device = "cpu", obs_groups: dict[str, list[str]] | None = None) -> Policy:
+    """The policy a config describes (a :class:`RecurrentPolicy` for a recurrent model); a default
+    model reads ``obs_groups`` (the env's, unless ``model_config`` gives them)."""
     model = config.model
     if model is None:
         distribution_cls = config.distribution_cls or default_distribution_cls(action_spec)
         model = _build_model(config.model_cls or default_model_cls, config.model_cls is None,
-                             observation_spec, action_spec, config.model_config, distribution_cls)
+                             observation_spec, action_spec, config.model_config, distribution_cls,
+                             obs_groups)
     policy_cls = RecurrentPolicy if isinstance(model, RecurrentModel) else Policy
     return policy_cls(observation_spec, action_spec, model=model,
                       distribution_cls=config.distribution_cls, normalizer=normalizer,

@@ -163,3 +163,13 @@ class BadFrames(Sized):
 def make_normalized(**kwargs: Any) -> gymnasium.Env:
     """A factory wrapping ``gymnasium.make``: its TimeLimit lies under another wrapper."""
     return gymnasium.wrappers.NormalizeObservation(gymnasium.make("CartPole-v1", **kwargs))
+
+
+def breakout_preprocessed(**kwargs: Any) -> gymnasium.Env:
+    """ALE's Breakout as DQN preprocessed it (Gymnasium's ``AtariPreprocessing``: 84 x 84 gray
+    frames, 4 frames per step, noop starts), one frame per observation."""
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
+    env = gymnasium.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0, **kwargs)
+    return gymnasium.wrappers.AtariPreprocessing(env, frame_skip=4, terminal_on_life_loss=False)

@@ -3,14 +3,14 @@ an env that stacks its own frames."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDict
 
 from rl8lite.data import DataKeys
 from rl8lite.env import DiscreteDummyEnv, Env
-from rl8lite.specs import Categorical, Unbounded
+from rl8lite.specs import Bounded, Categorical, Unbounded
 
 
 class EpisodicCounter(Env):
@@ -278,3 +278,88 @@ def frame_stacked(env_cls: type[Env], frames: int) -> type[Env]:
 
     FrameStacked.__name__ = FrameStacked.__qualname__ = f"{env_cls.__name__}Stacked{frames}"
     return FrameStacked
+
+
+class ReachVecEnv:
+    """An rsl_rl ``VecEnv`` (duck-typed: rsl_rl is not needed to use it): points in the plane
+    moved by the actions toward a goal each copy draws per episode; reward minus the distance,
+    ``+5`` and termination on reaching it, a time-out after ``max_episode_length`` steps. Group
+    ``"policy"`` holds the point and the goal; ``"critic"``, privileged, also the time left."""
+
+    num_actions = 2
+    cfg: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, num_envs: int, *, max_episode_length: int = 40, time_outs: bool = True, device: Any = "cpu", seed: int = 0) -> None:
+        self.num_envs, self.max_episode_length, self.device = num_envs, max_episode_length, torch.device(device)
+        self.time_outs = time_outs
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.point = torch.zeros(num_envs, 2, device=self.device)
+        self.goal = self._draw(num_envs)
+
+    def _draw(self, n: int) -> torch.Tensor:
+        return torch.rand(n, 2, generator=self.generator, device=self.device) * 2 - 1
+
+    def get_observations(self) -> TensorDict:
+        time_left = 1 - self.episode_length_buf[:, None].float() / self.max_episode_length
+        policy = torch.cat([self.point, self.goal], dim=-1)
+        return TensorDict({"policy": policy, "critic": torch.cat([policy, time_left], dim=-1)}, batch_size=[self.num_envs], device=self.device)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        self.point = (self.point + 0.1 * actions.clamp(-1, 1)).clamp(-2, 2)
+        self.episode_length_buf += 1
+        distance = (self.point - self.goal).norm(dim=-1)
+        reached = distance < 0.1
+        rewards = -distance + 5.0 * reached
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~reached
+        dones = reached | time_outs
+        n = int(dones.sum())
+        if n:
+            self.point[dones] = 0.0
+            self.goal[dones] = self._draw(n)
+            self.episode_length_buf[dones] = 0
+        extras: dict[str, Any] = {"log": {"/distance": distance.mean()}}
+        if self.time_outs:
+            extras["time_outs"] = time_outs
+        return self.get_observations(), rewards, dones.long(), extras
+
+
+class DotImage(Env):
+    """A uint8 picture (``36 x 36``; ``config["layout"]``: ``"hw"``, ``"chw"`` with 3 channels, or
+    ``"hwc"``) of a dot on a row, moved one pixel left (0), not (1) or right (2); reward 1 while it
+    is within 3 pixels of the centre, episodes of ``config["length"]`` (20) steps, then truncated."""
+
+    SIDE = 36
+
+    def __init__(self, num_envs: int, /, horizon: int | None = None, *, config: dict[str, Any] | None = None, device: Any = "cpu") -> None:
+        super().__init__(num_envs, horizon, config=config, device=device)
+        self.layout, self.length = self.config.get("layout", "hw"), int(self.config.get("length", 20))
+        shape = {"hw": [self.SIDE, self.SIDE], "chw": [3, self.SIDE, self.SIDE], "hwc": [self.SIDE, self.SIDE, 3]}[self.layout]
+        self.observation_spec = Bounded(0, 255, shape=shape, dtype=torch.uint8, device=self.device)
+        self.action_spec = Categorical(3, shape=[1], device=self.device)
+        self.x = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.t = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def _picture(self) -> torch.Tensor:
+        frame = torch.zeros(self.num_envs, self.SIDE, self.SIDE, dtype=torch.uint8, device=self.device)
+        frame[torch.arange(self.num_envs), self.SIDE // 2, self.x] = 255
+        if self.layout == "chw":
+            return frame[:, None].expand(-1, 3, -1, -1).contiguous()
+        return frame[..., None].expand(-1, -1, -1, 3).contiguous() if self.layout == "hwc" else frame
+
+    def reset(self, *, config: dict[str, Any] | None = None) -> torch.Tensor:
+        self.x = torch.randint(0, self.SIDE, (self.num_envs,), device=self.device)
+        self.t = torch.zeros_like(self.t)
+        return self._picture()
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        self.x = (self.x + action[:, 0] - 1).clamp(0, self.SIDE - 1)
+        self.t = self.t + 1
+        rewards = ((self.x - self.SIDE // 2).abs() <= 3).float()[:, None]
+        truncated = (self.t >= self.length)[:, None]
+        final_obs = self._picture()
+        restart = truncated[:, 0]
+        self.x = torch.where(restart, torch.randint(0, self.SIDE, (self.num_envs,), device=self.device), self.x)
+        self.t = torch.where(restart, 0, self.t)
+        return TensorDict({"obs": self._picture(), "rewards": rewards, "terminated": torch.zeros_like(truncated),
+                           "truncated": truncated, "final_obs": final_obs}, batch_size=[self.num_envs])

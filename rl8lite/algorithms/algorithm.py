@@ -103,13 +103,16 @@ class Algorithm:
             raise ConfigError(str(e)) from e
         try:
             self.policy = build_policy(obs_spec, action_spec, hp, self.default_model_cls,
-                                       normalizer=normalizer, device=self.device)
+                                       normalizer=normalizer, device=self.device,
+                                       obs_groups=self.env.obs_groups)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot build the model from model_cls/model_config: {e}") from e
         broadcast_module_(self.policy, self.ranks)
         self.buffer = allocate_buffer(obs_spec, action_spec, num_envs=hp.num_envs,
                                       horizon=hp.horizon, device=self.device,
-                                      normalize_rewards=hp.normalize_rewards)
+                                      normalize_rewards=hp.normalize_rewards,
+                                      channels_last=getattr(self.policy.model,
+                                                            "channels_last_inputs", ()))
         collect_chunk = resolve_chunk_size(hp.collect_chunk_size, self.device, self.policy)
         self.recurrence = carry_for(self.policy, hp, self.device, collect_chunk, self.buffer,
                                     obs_spec)

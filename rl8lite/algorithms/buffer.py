@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +14,19 @@ from ..specs import Spec
 
 
 def allocate_buffer(observation_spec: Spec, action_spec: Spec, *, num_envs: int, horizon: int,
-                    device: torch.device, normalize_rewards: bool) -> TensorDict:
-    """Every entry a collect and an update write, zeroed (``final_obs`` is added on first use)."""
+                    device: torch.device, normalize_rewards: bool,
+                    channels_last: Sequence[tuple[str, ...]] = ()) -> TensorDict:
+    """Every entry a collect and an update write, zeroed (``final_obs`` is added on first use);
+    the observation's ``[C, H, W]`` entries at paths ``channels_last`` stored channels-last."""
     n, t1 = num_envs, horizon + 1
     column = lambda dtype=torch.float32: torch.zeros(n, t1, 1, dtype=dtype, device=device)
+    obs = observation_spec.zero([n, t1])
+    for path in channels_last:  # [n, t1, H, W, C] seen as [n, t1, C, H, W]
+        image = obs if not path else obs.get(path)
+        stored = image.new_zeros(*image.shape[:2], *image.shape[3:], image.shape[2]).movedim(-1, 2)
+        obs = stored if not path else obs.set(path, stored)
     entries: dict[str, Any] = {
-        DataKeys.OBS: observation_spec.zero([n, t1]), DataKeys.ACTIONS: action_spec.zero([n, t1]),
+        DataKeys.OBS: obs, DataKeys.ACTIONS: action_spec.zero([n, t1]),
         DataKeys.LOGP: column(), DataKeys.VALUES: column(), DataKeys.REWARDS: column(),
         DataKeys.TERMINATED: column(torch.bool), DataKeys.TRUNCATED: column(torch.bool),
         DataKeys.FINAL_VALUES: column(), DataKeys.ADVANTAGES: column(), DataKeys.RETURNS: column()}

@@ -9,14 +9,11 @@ from tensordict import TensorDict, TensorDictBase
 
 from ..data import DataKeys
 from ..env import Env
+from ..env.base import EnvOutputError
 from ..specs import Categorical, Composite, Spec, SpecError
 from .buffer import final_obs_entry
 from .carries import Observation, Recurrence
 from .statistics import extrema
-
-
-class EnvOutputError(ValueError):
-    """An env returned data of the wrong structure (missing key, shape, dtype)."""
 
 
 class NonFiniteError(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -17,6 +18,10 @@ class EnvConfigError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class EnvOutputError(ValueError):
+    """An env returned data of the wrong structure (missing key, shape, dtype)."""
 
 
 class SubEnvError(RuntimeError):
@@ -50,6 +55,10 @@ class Env(ABC):
     #: Whether a CUDA graph can capture :meth:`step`: state tensors updated in place (also by
     #: :meth:`reset` and :meth:`load_state_dict`), no host reads, outputs of fixed shapes.
     capturable: ClassVar[bool] = False
+
+    #: The observation groups (top-level keys of a dict observation) the default model's actor
+    #: and critic read, ``{"actor": [...], "critic": [...]}``; ``None``: both read every entry.
+    obs_groups: dict[str, list[str]] | None = None
 
     observation_spec: Spec
     action_spec: Spec
@@ -105,7 +114,25 @@ class Env(ABC):
                 setattr(self, key, value.to(self.device, copy=True))
 
 
-_NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon"}
+class ReferencedEnv(Env):
+    """Base of env classes a factory makes (:func:`~rl8lite.env.gymnasium_env`,
+    :func:`~rl8lite.env.envpool_env`): configs and checkpoints name them by their options."""
+
+    restores_state: ClassVar[bool] = False
+    #: The options as plain data (``None``: a factory no dotted path names), and as one string.
+    reference: ClassVar[dict[str, Any] | None] = None
+    label: ClassVar[str] = ""
+    seed: ClassVar[int | None] = None
+
+    def first_seed(self, base: int | None) -> int:
+        """Copy 0's seed: ``base`` (``None``: drawn from torch's RNG) plus ``rank * num_envs``
+        (``rank``: ``RANK`` under ``torchrun``)."""
+        if base is None:
+            base = int(torch.randint(0, 2**31 - 1, ()).item())
+        return base + int(os.environ.get("RANK", "0")) * self.num_envs
+
+
+_NOT_STATE = {"observation_spec", "action_spec", "device", "num_envs", "horizon", "obs_groups"}
 
 
 def is_plain(value: Any, leaves: tuple[type, ...] = ()) -> bool:

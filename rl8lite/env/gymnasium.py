@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -16,19 +15,12 @@ from tensordict import TensorDict
 
 from ..data import DataKeys, Device
 from ..runtime.imports import dotted_path, import_dotted_path, qualified_name
-from .base import Env, EnvConfigError, SubEnvError, apply_env_config, is_plain
+from .base import EnvConfigError, ReferencedEnv, SubEnvError, apply_env_config, is_plain
 
 _CLASSES: dict[Any, type[GymnasiumEnv]] = {}
 
 
-def _first_seed(base: int | None, num_envs: int) -> int:
-    """Copy 0's seed: ``base`` (else drawn from torch's RNG) plus the rank's offset."""
-    if base is None:
-        base = int(torch.randint(0, 2**31 - 1, ()).item())
-    return base + int(os.environ.get("RANK", "0")) * num_envs
-
-
-class GymnasiumEnv(Env):
+class GymnasiumEnv(ReferencedEnv):
     """Base of the classes :func:`gymnasium_env` returns: ``num_envs`` copies of a Gymnasium env,
     autoresetting in the same step. The first reset seeds copy ``i`` with
     ``seed + rank * num_envs + i`` (``rank``: ``RANK`` under ``torchrun``); later ones do not.
@@ -38,13 +30,8 @@ class GymnasiumEnv(Env):
     constructor's ``config``. What the env derived from them in ``__init__`` is not recomputed.
     """
 
-    restores_state: ClassVar[bool] = False
-    #: The options as plain data (``None``: a factory no dotted path names), and as one string.
-    reference: ClassVar[dict[str, Any] | None] = None
-    label: ClassVar[str] = ""
     source: ClassVar[str | Callable[..., Any]]
     vectorization_mode: ClassVar[str] = "sync"
-    seed: ClassVar[int | None] = None
     make_kwargs: ClassVar[dict[str, Any]] = {}
     vector_kwargs: ClassVar[dict[str, Any]] = {}
     render_kwargs: ClassVar[dict[str, Any]] = {}
@@ -55,7 +42,7 @@ class GymnasiumEnv(Env):
         from .gymnasium_copies import make_copy, make_vector_env
         from .gymnasium_spaces import action_mapping, observation_mapping
 
-        self._next_seed: int | None = _first_seed(self.seed, num_envs)
+        self._next_seed: int | None = self.first_seed(self.seed)
         self._on_cpu = self.device.type == "cpu"
         self._out_device = torch.empty(0, device=self.device).device  # "cuda" as "cuda:0"
         kwargs = [{**self.make_kwargs, **self.render_kwargs}] + [self.make_kwargs] * (num_envs - 1)
@@ -164,7 +151,7 @@ class GymnasiumEnv(Env):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Seed the reset that follows a restore from torch's RNG (it applies its own config)."""
-        self._next_seed = _first_seed(None, self.num_envs)
+        self._next_seed = self.first_seed(None)
 
     def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a vector env method; a sub-env failure closes the env for good."""
@@ -281,9 +268,9 @@ def env_reference(env_cls: type) -> str | dict[str, Any]:
         >>> env_reference(gymnasium_env("CartPole-v1", vectorization_mode="async"))
         {'gymnasium': 'CartPole-v1', 'vectorization_mode': 'async'}
     """
-    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+    if isinstance(env_cls, type) and issubclass(env_cls, ReferencedEnv):
         if env_cls.reference is None:
-            raise ImportError(f"the Gymnasium env class {env_cls.__name__} cannot be named in a"
+            raise ImportError(f"the env class {env_cls.__name__} cannot be named in a"
                               " config or checkpoint: make it from an env id or a module-level"
                               " factory, with plain-data keywords (numbers, strings, lists, dicts)")
         return dict(env_cls.reference)
@@ -297,7 +284,7 @@ def env_label(env_cls: type) -> str:
         >>> env_label(gymnasium_env("CartPole-v1"))
         "{'gymnasium': 'CartPole-v1', 'vectorization_mode': 'sync'}"
     """
-    if isinstance(env_cls, type) and issubclass(env_cls, GymnasiumEnv):
+    if isinstance(env_cls, type) and issubclass(env_cls, ReferencedEnv):
         return env_cls.label
     return qualified_name(env_cls)
 
@@ -305,7 +292,8 @@ def env_label(env_cls: type) -> str:
 def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls") -> Any:
     """The env class ``reference`` names: a dotted path, ``"gymnasium:<env id>"``, or
     :func:`gymnasium_env`'s options with an env id under ``"gymnasium"`` or a factory's path
-    under ``"gymnasium_factory"`` (else a ``TypeError``); an ``ImportError`` where none imports.
+    under ``"gymnasium_factory"``, or :func:`~rl8lite.env.envpool_env`'s with a task id under
+    ``"envpool"`` (else a ``TypeError``); an ``ImportError`` where none imports.
 
     Examples:
         >>> import_env_class("rl8lite.env.DiscreteDummyEnv").__name__
@@ -319,11 +307,15 @@ def import_env_class(reference: str | Mapping[str, Any], *, what: str = "env_cls
     if not isinstance(reference, Mapping):
         return import_dotted_path(reference, what=what)
     options = dict(reference)
-    kinds = [k for k in ("gymnasium", "gymnasium_factory") if k in options]
+    kinds = [k for k in ("gymnasium", "gymnasium_factory", "envpool") if k in options]
     if len(kinds) != 1:
-        raise TypeError("a Gymnasium env mapping needs exactly one of 'gymnasium' (an env id)"
-                        " and 'gymnasium_factory' (a factory's dotted path), received keys"
-                        f" {sorted(options)}")
+        raise TypeError("an env mapping needs exactly one of 'gymnasium' (an env id),"
+                        " 'gymnasium_factory' (a factory's dotted path) and 'envpool' (a task id),"
+                        f" received keys {sorted(options)}")
+    if kinds == ["envpool"]:
+        from .envpool import envpool_env
+
+        return envpool_env(options.pop("envpool"), **options)
     source = options.pop(kinds[0])
     if kinds[0] == "gymnasium_factory":
         source = import_dotted_path(source, what="gymnasium_factory")

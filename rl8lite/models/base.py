@@ -86,6 +86,14 @@ class Model(nn.Module):
     def forward(self, obs: Tensor | TensorDict) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         raise NotImplementedError
 
+    #: The observation groups (top-level keys) the actor and the critic read, ``{"actor": [...],
+    #: "critic": [...]}`` (``None``: both read all); an exported policy takes the actor's only.
+    obs_groups: dict[str, list[str]] | None = None
+
+    #: Paths of the ``[C, H, W]`` observation entries the model reads fastest in channels-last
+    #: memory (convolutions); the buffer stores them so.
+    channels_last_inputs: tuple[tuple[str, ...], ...] = ()
+
     #: Whether :meth:`forward_features` and :meth:`forward_values` share no layers: the collect
     #: then computes all values in one pass after the rollout. Ignored with forward hooks.
     separable: bool = False

@@ -84,12 +84,44 @@ def _vector_entries(spec: Spec) -> list[tuple[KeyPath, TensorSpec]]:
     """The (key path, spec) leaves a default model concatenates, sorted by path."""
     entries = sorted(((path, leaf) for path, leaf in spec_leaves(spec)
                       if DataKeys.ACTION_MASK not in path), key=lambda entry: entry[0])
-    for _, leaf in entries:
+    for path, leaf in entries:
         if len(leaf.shape) > 1:
-            raise TypeError(f"The default model takes vector observations; received shape"
-                            f" {list(leaf.shape)}. Pass model_cls= for images or other structured"
+            key = ".".join((DataKeys.OBS, *path))
+            raise TypeError(f"The default MLP takes vector observations; {key} has shape"
+                            f" {list(leaf.shape)} ({leaf.dtype}). uint8 images [C, H, W] or"
+                            " [H, W, C] get the Nature CNN; pass model_cls= for other structured"
                             " observations.")
     return entries
+
+
+def group_specs(spec: Spec, obs_groups: dict[str, Any] | None) -> tuple[Spec, Spec]:
+    """The observation entries the actor and the critic read: ``obs_groups``' groups of a
+    composite ``spec`` (``None``: all of it for both); a ``ValueError`` naming a bad group."""
+    if obs_groups is None:
+        return spec, spec
+    if not isinstance(spec, Composite):
+        raise TypeError("obs_groups names observation groups, but the observation is one tensor")
+    if not isinstance(obs_groups, dict) or sorted(obs_groups) != ["actor", "critic"]:
+        raise ValueError(f"obs_groups must be {{'actor': [...], 'critic': [...]}}, received"
+                         f" {obs_groups!r}")
+    specs = []
+    for role in ("actor", "critic"):
+        groups = obs_groups[role]
+        if isinstance(groups, str) or not groups or any(g not in spec for g in groups):
+            raise ValueError(f"obs_groups[{role!r}]={groups!r}: expected a non-empty list of the"
+                             f" observation's groups {sorted(spec)}")
+        specs.append(Composite({group: spec[group] for group in groups}))
+    return specs[0], specs[1]
+
+
+def shared_spec(spec: Spec, obs_groups: dict[str, Any] | None, model_name: str) -> Spec:
+    """The entries a model whose actor and critic share layers reads (one group list for both)."""
+    actor, critic = group_specs(spec, obs_groups)
+    if actor is not critic and list(actor) != list(critic):
+        raise ValueError(f"{model_name}'s actor and critic share layers, so they read the same"
+                         f" observation groups, but obs_groups is {obs_groups!r}: pass model_cls="
+                         " for a critic that reads privileged observations")
+    return actor
 
 
 def flat_obs_size(spec: Spec) -> int:
@@ -169,20 +201,34 @@ def with_log_std(features: Tensor, log_std: Tensor | None) -> Tensor:
 class DefaultModel(Model):
     """Separate actor and critic MLPs of ``hiddens`` over the (concatenated) vector observation;
     with ``gaussian``, features ``mean ‖ log_std``, a learned, state-independent log-std.
-    ``activation``: ``"tanh"``, ``"relu"``, ``"elu"``, ``"gelu"`` or ``"silu"``."""
+    ``activation``: ``"tanh"``, ``"relu"``, ``"elu"``, ``"gelu"`` or ``"silu"``. ``obs_groups``
+    (``{"actor": [...], "critic": [...]}``): the groups of a dict observation each MLP reads, so
+    that the critic may read privileged observations the actor does not (asymmetric actor-critic).
+
+    Examples:
+        >>> from rl8lite.specs import Composite, Unbounded
+        >>> spec = Composite(policy=Unbounded(3), privileged=Unbounded(5))
+        >>> groups = {"actor": ["policy"], "critic": ["policy", "privileged"]}
+        >>> model = DefaultModel(spec, Unbounded(2), num_features=2, obs_groups=groups)
+        >>> model.actor[0].in_features, model.critic[0].in_features
+        (3, 8)
+    """
 
     separable = True
 
     def __init__(self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
                  gaussian: bool = False, hiddens: Sequence[int] = (64, 64),
-                 activation: str = "tanh", init_log_std: float = 0.0) -> None:
+                 activation: str = "tanh", init_log_std: float = 0.0,
+                 obs_groups: dict[str, list[str]] | None = None) -> None:
         super().__init__(observation_spec, action_spec, num_features=num_features,
                          gaussian=gaussian, hiddens=list(hiddens), activation=activation,
-                         init_log_std=init_log_std)
-        in_features = flat_obs_size(observation_spec)
-        self.actor, log_std = actor_head(in_features, hiddens, num_features, gaussian, activation,
-                                         init_log_std)
-        self.critic = mlp(in_features, hiddens, 1, activation, out_gain=1.0)
+                         init_log_std=init_log_std, **({"obs_groups": obs_groups} if obs_groups
+                                                       else {}))
+        self.obs_groups = obs_groups
+        self.actor_spec, self.critic_spec = group_specs(observation_spec, obs_groups)
+        self.actor, log_std = actor_head(flat_obs_size(self.actor_spec), hiddens, num_features,
+                                         gaussian, activation, init_log_std)
+        self.critic = mlp(flat_obs_size(self.critic_spec), hiddens, 1, activation, out_gain=1.0)
         self.log_std = log_std  # registered after the critic: the parameters' order
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -192,8 +238,9 @@ class DefaultModel(Model):
             cls.separable = False
 
     def forward(self, obs: Tensor | TensorDict) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        x = flatten_obs(obs, self.observation_spec)
-        return with_log_std(self.actor(x), self.log_std), self.critic(x)
+        x = flatten_obs(obs, self.actor_spec)
+        x_critic = x if self.critic_spec is self.actor_spec else flatten_obs(obs, self.critic_spec)
+        return with_log_std(self.actor(x), self.log_std), self.critic(x_critic)
 
     def forward_features(self, obs: Tensor | TensorDict) -> Tensor:
         return with_log_std(*self.actor_outputs(obs))
@@ -201,22 +248,27 @@ class DefaultModel(Model):
     def actor_outputs(self, obs: Tensor | TensorDict) -> tuple[Tensor, nn.Parameter | None]:
         """The actor MLP's output and the learned log-std (``None`` unless ``gaussian``): what
         :meth:`forward_features` concatenates, or a Gaussian distribution takes apart."""
-        return self.actor(flatten_obs(obs, self.observation_spec)), self.log_std
+        return self.actor(flatten_obs(obs, self.actor_spec)), self.log_std
 
     def forward_values(self, obs: Tensor | TensorDict) -> Tensor:
-        return self.critic(flatten_obs(obs, self.observation_spec))
+        return self.critic(flatten_obs(obs, self.critic_spec))
 
 
 class DefaultRecurrentModel(RecurrentModel):
     """Encoder MLP of ``hiddens``, an LSTM cell of the last width, then actor and critic heads;
-    state = ``h ‖ c``. Arguments as :class:`DefaultModel`'s."""
+    state = ``h ‖ c``. Arguments as :class:`DefaultModel`'s (``obs_groups``: one list of groups
+    for the actor and the critic, which share the encoder)."""
 
     def __init__(self, observation_spec: Spec, action_spec: Spec, /, *, num_features: int,
                  gaussian: bool = False, hiddens: Sequence[int] = (64,),
-                 activation: str = "tanh", init_log_std: float = 0.0) -> None:
+                 activation: str = "tanh", init_log_std: float = 0.0,
+                 obs_groups: dict[str, list[str]] | None = None) -> None:
         super().__init__(observation_spec, action_spec, num_features=num_features,
                          gaussian=gaussian, hiddens=list(hiddens), activation=activation,
-                         init_log_std=init_log_std)
+                         init_log_std=init_log_std, **({"obs_groups": obs_groups} if obs_groups
+                                                       else {}))
+        self.obs_groups = obs_groups
+        self.input_spec = shared_spec(observation_spec, obs_groups, type(self).__name__)
         width = self.hidden_size = hiddens[-1]
         self.state_size = 2 * width
         #: The parts of the flat state ``h ‖ c`` (rl8's names and shapes, one LSTM layer).
@@ -224,8 +276,8 @@ class DefaultRecurrentModel(RecurrentModel):
             DataKeys.HIDDEN_STATES: Unbounded([1, width], device=action_spec.device),
             DataKeys.CELL_STATES: Unbounded([1, width], device=action_spec.device),
         })
-        in_features = flat_obs_size(observation_spec)
-        self.encoder = mlp(in_features, hiddens[:-1], width, activation, out_gain=1.0)
+        self.encoder = mlp(flat_obs_size(self.input_spec), hiddens[:-1], width, activation,
+                           out_gain=1.0)
         self.lstm = nn.LSTMCell(width, width)
         self.actor, log_std = actor_head(width, (), num_features, gaussian, activation,
                                          init_log_std)
@@ -235,6 +287,6 @@ class DefaultRecurrentModel(RecurrentModel):
     def forward(  # type: ignore[override]
         self, obs: Tensor | TensorDict, states: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        x = torch.tanh(self.encoder(flatten_obs(obs, self.observation_spec)))
+        x = torch.tanh(self.encoder(flatten_obs(obs, self.input_spec)))
         h, c = self.lstm(x, states.split(self.hidden_size, dim=-1))
         return with_log_std(self.actor(h), self.log_std), self.critic(h), torch.cat([h, c], dim=-1)

@@ -54,7 +54,10 @@ class PolicyProgram(nn.Module):
                 setattr(self.policy.model, name, getattr(self.policy.model, name).to("cpu"))
         self.observation_spec = observation_spec.to("cpu")
         self.composite = isinstance(observation_spec, Composite)
-        self.paths = [path for path, _ in spec_leaves(self.observation_spec)]
+        #: Every observation leaf, and those the program takes: the actor's (``obs_groups``).
+        self.leaves = spec_leaves(self.observation_spec)
+        actor = (getattr(self.policy.model, "obs_groups", None) or {}).get("actor")
+        self.paths = [path for path, _ in self.leaves if actor is None or path[0] in actor]
         names = [".".join(path) for path in self.paths]
         if dotted := [name for path, name in zip(self.paths, names) if "." in "".join(path)]:
             raise ExportError(f"observation key {dotted[0]!r} contains '.', which the saved model's"
@@ -66,7 +69,7 @@ class PolicyProgram(nn.Module):
 
     def example_inputs(self, batch_size: int) -> list[torch.Tensor]:
         """Zeros of the tensor inputs."""
-        leaves = [leaf.zero([batch_size]) for _, leaf in spec_leaves(self.observation_spec)]
+        leaves = [leaf.zero([batch_size]) for path, leaf in self.leaves if path in self.paths]
         return leaves + ([self.policy.init_states(batch_size)] if self.recurrent else [])
 
     def dynamic_inputs(self) -> tuple[list[torch.Tensor], tuple[dict[int, Any], ...]]:
@@ -77,10 +80,12 @@ class PolicyProgram(nn.Module):
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         *tensors, deterministic = inputs if self.sampling else (*inputs, None)
         obs: torch.Tensor | TensorDict = tensors[0]
-        if self.composite:
+        if self.composite:  # the critic's own entries as zeros: the actor never reads them
             obs = TensorDict({}, batch_size=[obs.shape[0]])
-            for path, value in zip(self.paths, tensors):  # the state, last, has no path
-                obs.set(path, value)
+            given = dict(zip(self.paths, tensors))  # the state, last, has no path
+            for path, leaf in self.leaves:
+                obs.set(path, given[path] if path in given else torch.zeros(
+                    obs.batch_size[0], *leaf.shape, dtype=leaf.dtype))
         obs = self.policy.normalize(obs)
         if self.recurrent:
             features, _, next_states = self.policy.network(obs, tensors[-1])
@@ -126,7 +131,7 @@ def export_onnx(policy: Any, observation_spec: Spec, path: str | Path) -> Path:
                                      input_names=program.input_names, output_names=outputs)
         path.parent.mkdir(parents=True, exist_ok=True)
         exported.save(str(path))
-    inputs = [leaf.rand([64]) for _, leaf in spec_leaves(program.observation_spec)]
+    inputs = [leaf.rand([64]) for path, leaf in program.leaves if path in program.paths]
     if program.recurrent:
         inputs.append(torch.randn(program.example_inputs(64)[-1].shape,
                                   generator=torch.Generator().manual_seed(0)))
