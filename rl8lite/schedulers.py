@@ -106,6 +106,14 @@ class LRScheduler:
             else:
                 group["lr"] = lr
 
+    def adapt(self, kl_div: float, desired_kl: float) -> None:
+        """rsl_rl's KL-adaptive rule: divide by 1.5 where ``kl_div > 2 desired_kl``, multiply by
+        1.5 where ``0 < kl_div < desired_kl / 2``, within ``[1e-5, 1e-2]``."""
+        if kl_div > 2 * desired_kl:
+            self.set(max(1e-5, self.lr / 1.5))
+        elif 0 < kl_div < desired_kl / 2:
+            self.set(min(1e-2, self.lr * 1.5))
+
     def step(self, env_steps: int) -> float:
         """Move to ``env_steps`` and return the learning rate."""
         if self.schedule:

@@ -144,3 +144,35 @@ def test_a_privileged_critic_learns_to_reach_the_goal() -> None:
         algo.step()
         last = algo.collect()
     assert first < -15 and last["returns/mean"] > 0, (first, last["returns/mean"])
+
+
+def test_rsl_rls_adaptive_learning_rate_rule() -> None:
+    from rl8lite.schedulers import LRScheduler
+
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    scheduler = LRScheduler(optimizer)
+    for kl, expected in [(0.03, 1e-3 / 1.5), (0.01, 1e-3 / 1.5), (0.004, 1e-3), (0.0, 1e-3)]:
+        scheduler.adapt(kl, 0.01)
+        assert scheduler.lr == pytest.approx(expected)
+    scheduler.set(9e-3)
+    scheduler.adapt(0.001, 0.01)
+    assert scheduler.lr == 1e-2  # the bounds: [1e-5, 1e-2]
+    scheduler.set(1.2e-5)
+    scheduler.adapt(1.0, 0.01)
+    assert scheduler.lr == 1e-5
+
+
+@pytest.mark.parametrize("desired_kl, moves", [(1e-9, "down"), (10.0, "up")])
+def test_desired_kl_adapts_the_learning_rate_after_every_optimizer_step(desired_kl: float, moves: str) -> None:
+    algo = Algorithm(rsl_rl_env(ReachVecEnv(8)), horizon=8, sgd_minibatch_size=16, num_sgd_iters=2,
+                     optimizer_config={"lr": 1e-3}, desired_kl=desired_kl, seed=0)
+    algo.collect()
+    algo.step()  # 8 optimizer steps; the first's KL is 0 (the policy has not moved yet): no change
+    expected = 1e-3 / 1.5**7 if moves == "down" else 1e-2
+    assert algo.lr_scheduler.lr == pytest.approx(expected)
+    assert algo.state_dict()["lr"] == pytest.approx(expected)  # checkpointed
+
+
+def test_desired_kl_excludes_an_lr_schedule() -> None:
+    with pytest.raises(ConfigError, match="desired_kl adapts the learning rate, lr_schedule sets it"):
+        Algorithm(rsl_rl_env(ReachVecEnv(2)), horizon=4, desired_kl=0.01, lr_schedule=[(0, 1e-3)])

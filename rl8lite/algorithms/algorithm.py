@@ -140,6 +140,8 @@ class Algorithm:
             self.optimizer, list(self.policy.parameters()), self.recurrence.evaluate, hparams=hp,
             unit_length=self.recurrence.unit_length, device=self.device, ranks=self.ranks,
             chunk_samples=resolve_chunk_size(hp.update_chunk_size, self.device, self.policy))
+        if hp.desired_kl is not None:
+            self.update.adapt_lr = lambda kl: self.lr_scheduler.adapt(kl, hp.desired_kl)
         #: Why the update's minibatch step is not compiled whole (CPU only), or ``None``.
         self.whole_step_off = whole_step_unsupported(
             hp, self.device, self.policy.recurrent, isinstance(self.recurrence, Windowed),

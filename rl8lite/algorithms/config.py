@@ -83,6 +83,10 @@ class AlgorithmConfig:
     shuffle_minibatches: bool = True
     #: Stop a ``step``'s passes once a pass's mean approximate KL exceeds ``1.5 * target_kl_div``.
     target_kl_div: float | None = None
+    #: rsl_rl's adaptive learning rate: after each optimizer step, divided by 1.5 where its
+    #: minibatch's approximate KL exceeds ``2 desired_kl``, times 1.5 below half (excludes
+    #: ``lr_schedule``; a host read per step).
+    desired_kl: float | None = None
     #: Clip the global gradient norm to this (``> 0``), or ``None``.
     max_grad_norm: float | None = 1.0
     #: Normalise advantages by the buffer's mean and std.
@@ -150,6 +154,8 @@ class AlgorithmConfig:
         for name in ("update_chunk_size", "collect_chunk_size"):
             if getattr(self, name) not in (None, "auto"):
                 check_int(name, getattr(self, name), minimum=1, also='"auto" or None')
+        if self.desired_kl is not None and self.lr_schedule is not None:
+            raise ConfigError("desired_kl adapts the learning rate, lr_schedule sets it: pass one")
         if self.accumulate_grads and self.num_minibatches == 1:
             raise ConfigError("accumulate_grads=True needs more than one minibatch; set"
                               " sgd_minibatch_size below num_envs * horizon or disable it")
@@ -254,6 +260,7 @@ _FLOAT_RANGES = {"gamma": "(0.0, 1.0]", "gae_lambda": "[0.0, 1.0]", "clip_param"
                  "vf_clip_param": "(0.0, inf) or None", "dual_clip_param": "(1.0, inf) or None",
                  "vf_coeff": "[0.0, inf)", "entropy_coeff": "[0.0, inf)",
                  "target_kl_div": "(0.0, inf) or None", "max_grad_norm": "(0.0, inf) or None",
+                 "desired_kl": "(0.0, inf) or None",
                  "observation_clip": "(0.0, inf)"}
 
 

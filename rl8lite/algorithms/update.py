@@ -81,6 +81,8 @@ class PPOUpdate:
         # the loss compiles; the backward stays eager (dynamo cannot trace a recurrent model's)
         self.chunk_losses = torch.compile(eager) if hparams.compile is True else eager
         self.step_fn: Callable[..., torch.Tensor] = self.minibatch_step
+        #: Called with each optimizer step's mean KL when ``desired_kl`` is set (the lr's rule).
+        self.adapt_lr: Callable[[float], None] = lambda kl_div: None
 
     @property
     def whole_step_compiled(self) -> bool:
@@ -122,29 +124,31 @@ class PPOUpdate:
             for mb_start in range(0, size, minibatch):
                 units = order[mb_start : mb_start + minibatch]
                 mb_size = units.shape[0]
+                if not accumulate:
+                    first = len(counts)
                 if not accumulate and mb_size <= chunk:  # the whole step in one function
                     norms.append(self.step_fn(batch, units, table[len(counts)]))
                     counts.append(mb_size * unit)
-                    continue
-                if not accumulate:
-                    self.zero_grad()
-                    first = len(counts)
-                for c_start in range(0, mb_size, chunk):
-                    c_units = units[c_start : c_start + chunk]
-                    share = c_units.shape[0] / (size if accumulate else mb_size)
-                    self.accumulate(batch, c_units, table[len(counts)], share)
-                    counts.append(c_units.shape[0] * unit)
-                if not accumulate:
-                    norms.append(self.apply_gradients(table[first : len(counts), 0]))
+                else:
+                    if not accumulate:
+                        self.zero_grad()
+                    for c_start in range(0, mb_size, chunk):
+                        c_units = units[c_start : c_start + chunk]
+                        share = c_units.shape[0] / (size if accumulate else mb_size)
+                        self.accumulate(batch, c_units, table[len(counts)], share)
+                        counts.append(c_units.shape[0] * unit)
+                    if not accumulate:
+                        norms.append(self.apply_gradients(table[first : len(counts), 0]))
+                if not accumulate and hp.desired_kl is not None:
+                    self.adapt_lr(self._mean_kl(table[first : len(counts)], counts[first:]))
             if accumulate:
                 norms.append(self.apply_gradients(table[first : len(counts), 0]))
+                if hp.desired_kl is not None:
+                    self.adapt_lr(self._mean_kl(table[first : len(counts)], counts[first:]))
             self._raise_if_failed()
-            if hp.target_kl_div is not None:  # early stop on the pass's mean KL
-                rows = table[pass_start : len(counts)]
-                (kl_sum,) = self.whole_batch.sums(
-                    [self._weighted_sums(rows, counts[pass_start:])[STATS.index("kl_div")]])
-                if kl_sum / (size * unit * self.ranks.world_size) > 1.5 * hp.target_kl_div:
-                    break
+            if hp.target_kl_div is not None and self._mean_kl(  # early stop on the pass's KL
+                    table[pass_start : len(counts)], counts[pass_start:]) > 1.5 * hp.target_kl_div:
+                break
         grad_norm = float(torch.stack(norms).mean()) if norms else 0.0
         sums = self.whole_batch.sums(self._weighted_sums(table[: len(counts)], counts))
         samples = float(sum(counts) * self.ranks.world_size)
@@ -245,6 +249,12 @@ class PPOUpdate:
             return contextlib.nullcontext()
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype)
+
+    def _mean_kl(self, rows: torch.Tensor, counts: list[int]) -> float:
+        """The mean approximate KL of the samples of ``rows`` (chunk means), over every rank."""
+        kl_sums = self._weighted_sums(rows, counts)[STATS.index("kl_div")]
+        (kl_sum,) = self.whole_batch.sums([kl_sums])
+        return kl_sum / (sum(counts) * self.ranks.world_size)
 
     def _weighted_sums(self, stats: torch.Tensor, counts: list[int]) -> list[float]:
         """``sum_chunks count * stat`` per stat (float64), from ``[chunks, stats]`` chunk means."""
