@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -62,8 +63,19 @@ def provenance() -> dict[str, Any]:
     }
 
 
+def _strict(value: Any) -> Any:
+    """``value`` with every NaN float as ``None``: NaN is not JSON, and strict readers reject it."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
+
+
 def write_results(path: str | os.PathLike[str], results: dict[str, Any]) -> None:
-    """Write ``results`` as JSON with their :func:`provenance` first."""
+    """Write ``results`` as JSON with their :func:`provenance` first (a NaN is written ``null``)."""
     with open(path, "w") as f:
-        json.dump({"provenance": provenance(), **results}, f, indent=2)
+        json.dump(_strict({"provenance": provenance(), **results}), f, indent=2, allow_nan=False)
         f.write("\n")

@@ -89,9 +89,14 @@ class TensorSpec:
 
     def __repr__(self) -> str:
         fields = {k: getattr(self, k) for k in self._repr_names}
-        fields = {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in fields.items()}
+        fields = {k: _short(v) if isinstance(v, torch.Tensor) else v for k, v in fields.items()}
         fields |= {"shape": list(self.shape), "dtype": self.dtype, "device": self.device}
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
+
+
+def _short(x: torch.Tensor) -> Any:
+    """A bound as a number where every element is the same (an image's 0 and 255), else a list."""
+    return x.flatten()[0].item() if x.numel() and bool((x == x.flatten()[0]).all()) else x.tolist()
 
 
 class Unbounded(TensorSpec):

@@ -18,7 +18,7 @@ MAX_LINES = 450
 #: VecEnv with privileged critics and its adaptive learning rate, envpool and the Nature CNN
 #: included), so a change that grows the package raises them here, within those bounds, and
 #: says why.
-MAX_TOTAL_LINES, MAX_MODULES = 10_487, 65
+MAX_TOTAL_LINES, MAX_MODULES = 10_484, 65
 
 
 def module_name(path: Path) -> str:

@@ -15,7 +15,7 @@ from rl8lite.conditions import HitsUpperBound
 README = Path(__file__).parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
 #: How each fragment begins: the lines a program would continue with (names defined elsewhere).
-FRAGMENTS = ("env = MySimulatorEnv(", "from rl8lite import RecurrentAlgorithm, RecurrentTrainer",
+FRAGMENTS = ("env = MySimulatorEnv(", "from mjlab.envs import ManagerBasedRlEnv", "from rl8lite import RecurrentAlgorithm, RecurrentTrainer",
              "model = mlflow.pyfunc.load_model(", "trainer.record_video(", "trainer.run(stop_conditions=[...]")
 PROGRAMS = [b for b in BLOCKS if b.startswith(("from ", "import ")) and not b.startswith(FRAGMENTS)]
 
@@ -33,6 +33,9 @@ def test_the_readmes_programs_run_as_written(index: int, monkeypatch: pytest.Mon
         pytest.importorskip("gymnasium")
     if "Go2" in program:
         pytest.importorskip("genesis")
+    if "envpool" in program or "ale_py" in program:
+        pytest.importorskip("envpool")
+        pytest.importorskip("ale_py")
     run = Trainer.run
 
     def quick_run(self: Trainer, **kwargs: object) -> dict[str, float]:

@@ -108,11 +108,10 @@ def envpool_env(task_id: str, *, seed: int | None = None, **options: Any) -> typ
     ``seed``: copy 0's seed (default: from torch's RNG). An unknown task or option is an error
     naming it.
 
-    Examples:
-        >>> from rl8lite import Algorithm
-        >>> Breakout = envpool_env("Breakout-v5", num_threads=1)
-        >>> Breakout.__name__, Breakout(2).observation_spec.shape
-        ('Breakout-v5', torch.Size([4, 84, 84]))
+    Example (needs the envpool extra; tests/test_atari.py runs it)::
+
+        Breakout = envpool_env("Breakout-v5", num_threads=1)
+        Breakout.__name__, Breakout(2).observation_spec.shape  # 'Breakout-v5', [4, 84, 84]
     """
     try:
         import envpool
@@ -124,10 +123,9 @@ def envpool_env(task_id: str, *, seed: int | None = None, **options: Any) -> typ
         raise ValueError(f"seed must be an int >= 0 or None, received {seed!r}")
     if own := sorted(_OWN_OPTIONS & set(options)):
         raise TypeError(f"envpool_env sets {own} itself (num_envs: the algorithm's)")
-    options = {"render_mode": "rgb_array", **options}
-    if unknown := sorted(set(options) - set(_task_options(envpool, task_id))):
-        raise TypeError(f"envpool's {task_id} has no option(s) {unknown}; valid:"
-                        f" {sorted(_task_options(envpool, task_id))}")
+    options, valid = {"render_mode": "rgb_array", **options}, _task_options(envpool, task_id)
+    if unknown := sorted(set(options) - set(valid)):
+        raise TypeError(f"envpool's {task_id} has no option(s) {unknown}; valid: {sorted(valid)}")
     reference = {"envpool": task_id, **({"seed": seed} if seed is not None else {}), **options}
     key = json.dumps(reference, sort_keys=True, default=repr)
     if key not in _CLASSES:

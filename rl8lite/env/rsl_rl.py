@@ -93,12 +93,6 @@ class RslRlEnv(Env):
             DataKeys.TERMINATED: dones & ~truncated, DataKeys.TRUNCATED: truncated,
         }, batch_size=[n], device=self.device)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}  # the simulator's state is the VecEnv's
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
 
 #: ``rsl_rl_env(vec_env, *, obs_groups=None, finite_horizon=False, init_at_random_ep_len=False)``.
 rsl_rl_env = RslRlEnv
