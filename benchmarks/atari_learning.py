@@ -23,13 +23,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from atari import POOL, RL8LITE
 from provenance import write_results
 
 from rl8lite import Algorithm
 from rl8lite.env import envpool_env
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.test_atari import BREAKOUT, CLEANRL_ATARI
 
 WHOLE_GAMES = {"episodic_life": False, "reward_clip": False}
 
@@ -44,8 +42,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    per_update = CLEANRL_ATARI["num_envs"] * CLEANRL_ATARI["horizon"]
-    algo = Algorithm(envpool_env("Breakout-v5", **BREAKOUT, seed=args.seed), **CLEANRL_ATARI,
+    per_update = RL8LITE["num_envs"] * RL8LITE["horizon"]
+    algo = Algorithm(envpool_env("Breakout-v5", **POOL, seed=args.seed), **RL8LITE,
                      lr_schedule=[(0, 2.5e-4), (args.steps, 0.0)], lr_schedule_kind="interp",
                      enable_amp=args.amp, seed=args.seed)
     rows, start, steps = [], time.perf_counter(), 0
@@ -63,7 +61,7 @@ def main() -> None:
             print(rows[-1], flush=True)
     if args.json:
         write_results(args.json, {"amp": args.amp, "seed": args.seed, "steps": args.steps,
-                                  "settings": {k: v for k, v in CLEANRL_ATARI.items()}, "rows": rows})
+                                  "settings": RL8LITE, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ MJLAB_PPO = {"horizon": 24, "num_sgd_iters": 5, "optimizer_config": {"lr": 1e-3}
              "device": "cpu"}
 
 
-#: mjlab's PPO config for the task, as rsl_rl 5.5 reads it (the reaching env's too).
+#: mjlab's PPO config for the task as rsl_rl 5.5 reads it, written out for the reaching env
+#: (``--env mjlab`` loads mjlab's own: the same values, its groups named ``actor``/``critic``).
 RSL_RL_PPO = {
     "num_steps_per_env": 24, "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
     "save_interval": 10**9, "logger": "tensorboard",

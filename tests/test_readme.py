@@ -15,8 +15,9 @@ from rl8lite.conditions import HitsUpperBound
 README = Path(__file__).parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
 #: How each fragment begins: the lines a program would continue with (names defined elsewhere).
-FRAGMENTS = ("env = MySimulatorEnv(", "from mjlab.envs import ManagerBasedRlEnv", "from rl8lite import RecurrentAlgorithm, RecurrentTrainer",
-             "model = mlflow.pyfunc.load_model(", "trainer.record_video(", "trainer.run(stop_conditions=[...]")
+FRAGMENTS = ("env = MySimulatorEnv(", "from mjlab.envs import ManagerBasedRlEnv",
+             "from rl8lite import RecurrentAlgorithm, RecurrentTrainer", "model = mlflow.pyfunc.load_model(",
+             "trainer.record_video(", "trainer.run(stop_conditions=[...]")
 PROGRAMS = [b for b in BLOCKS if b.startswith(("from ", "import ")) and not b.startswith(FRAGMENTS)]
 
 
