@@ -12,7 +12,14 @@ minibatch (CleanRL, SB3) or per buffer (rl8lite). The sides:
   same with ``enable_amp=True`` (the update under bf16 autocast);
 - ``loop``: CleanRL's loop written out in this file (a float32 observation buffer on the torch
   side, a forward per step, GAE, the minibatch passes): the framework-free reference;
-- ``sb3``: ``PPO("CnnPolicy", ...)`` over the same envpool through a small SB3 ``VecEnv``.
+- ``sb3``: ``PPO("CnnPolicy", ...)`` over the same envpool through a small SB3 ``VecEnv``;
+- ``env``: envpool alone, stepped with random actions, the other part of every side's floor;
+- ``math_*``: the network's arithmetic alone (no env, no buffer, no losses), in NCHW as the loop
+  and SB3 lay frames out, channels-last as rl8lite does, and channels-last under bf16 autocast:
+  the floor under each side's time. ``floor_over_rl8lite`` is the share of rl8lite's time that
+  its floor (the network's math plus ``env``, one after the other) is, and
+  ``loop_over_floor_of_rl8lite`` the most any trainer of this network, stepping the env between
+  forwards as PPO does, can reach against the loop.
 
 A finished copy's next episode starts in the same step on the rl8lite and SB3 sides (envpool's
 reset step is taken at once, its frame is the next observation); CleanRL's loop keeps envpool's
@@ -43,6 +50,10 @@ from timing import spread
 from rl8lite import Algorithm
 from rl8lite.env import envpool_env
 
+FLOORS = {"env": lambda u, s: env_side(u, s),
+          "math_nchw": lambda u, s: network_math_side(u, s, channels_last=False),
+          "math_channels_last": lambda u, s: network_math_side(u, s, channels_last=True),
+          "math_channels_last_amp": lambda u, s: network_math_side(u, s, channels_last=True, amp=True)}
 NUM_ENVS, HORIZON, MINIBATCH, EPOCHS = 8, 128, 256, 4
 POOL = {"episodic_life": True, "reward_clip": True, "num_threads": 1}
 RL8LITE = {"num_envs": NUM_ENVS, "horizon": HORIZON, "sgd_minibatch_size": MINIBATCH,
@@ -151,6 +162,51 @@ def loop_side(updates: int, seed: int) -> dict[str, float]:
     return {"seconds": seconds, "obs_bytes": obs.numel() * obs.element_size()}
 
 
+def network_math_side(updates: int, seed: int, channels_last: bool, amp: bool = False) -> dict:
+    """The network's arithmetic alone, the floor under any side's time: per update 16 minibatch
+    forward+backward passes and Adam steps at 256 frames, 129 inference forwards at 8 frames,
+    on random frames, in NCHW (the loop's and SB3's layout) or channels-last (rl8lite's)."""
+    torch.manual_seed(seed)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    agent = Agent(4).to(memory_format=layout)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+    frames = torch.randint(0, 256, (MINIBATCH, 4, 84, 84)).float().contiguous(memory_format=layout)
+    actions = torch.randint(0, 4, (MINIBATCH,))
+
+    def update() -> None:
+        with torch.inference_mode():
+            for _ in range(HORIZON + 1):
+                agent.act(frames[:NUM_ENVS])
+        for _ in range(EPOCHS * HORIZON * NUM_ENVS // MINIBATCH):
+            with torch.autocast("cpu", torch.bfloat16, enabled=amp):
+                _, logprob, entropy, value = agent.act(frames, actions)
+            optimizer.zero_grad()
+            (logprob.mean() + entropy.mean() + value.float().mean()).backward()
+            optimizer.step()
+
+    update()
+    start = time.perf_counter()
+    for _ in range(updates):
+        update()
+    return {"seconds": time.perf_counter() - start, "obs_bytes": 0}
+
+
+def env_side(updates: int, seed: int) -> dict:
+    """envpool alone: an update's 1,024 steps of uniformly random actions (envpool's resets)."""
+    import envpool
+
+    pool = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=NUM_ENVS, batch_size=NUM_ENVS,
+                        seed=seed, **POOL)
+    rng = np.random.default_rng(seed)
+    pool.reset()
+    start = time.perf_counter()
+    for _ in range(updates * HORIZON):
+        pool.step(rng.integers(0, pool.action_space.n, NUM_ENVS))
+    seconds = time.perf_counter() - start
+    pool.close()
+    return {"seconds": seconds, "obs_bytes": 0}
+
+
 def sb3_side(updates: int, seed: int) -> dict[str, float]:
     import envpool
     from stable_baselines3 import PPO
@@ -229,12 +285,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--updates", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sides", nargs="+", default=["rl8lite", "rl8lite_amp", "loop", "sb3"])
+    parser.add_argument("--sides", nargs="+", default=["rl8lite", "rl8lite_amp", "loop", "sb3",
+                                                       *FLOORS])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
     sides = {"rl8lite": rl8lite_side, "rl8lite_amp": lambda u, s: rl8lite_side(u, s, amp=True),
-             "loop": loop_side, "sb3": sb3_side}
+             "loop": loop_side, "sb3": sb3_side, **FLOORS}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in args.sides}
     for repeat in range(args.repeats):
         order = args.sides[repeat % len(args.sides):] + args.sides[: repeat % len(args.sides)]
@@ -243,18 +300,28 @@ def main() -> None:
             print(f"repeat {repeat} {name}: {runs[name][-1]['seconds']:.1f} s", flush=True)
     steps = args.updates * NUM_ENVS * HORIZON
     output: dict = {"env_steps_per_repeat": steps, "env_steps_per_s": {}, "ratios": {},
-                    "obs_bytes": {name: done[0]["obs_bytes"] for name, done in runs.items()}}
+                    "obs_bytes": {name: done[0]["obs_bytes"] for name, done in runs.items()
+                                  if name not in FLOORS}}
     for name, done in runs.items():
         output["env_steps_per_s"][name] = spread([steps / run["seconds"] for run in done])
         print(f"{name}: median {output['env_steps_per_s'][name]['median']:,.0f} env steps/s,"
-              f" observations {output['obs_bytes'][name] / 2**20:.1f} MiB", flush=True)
-    for ours in ("rl8lite", "rl8lite_amp"):
+              f" observations {output['obs_bytes'].get(name, 0) / 2**20:.1f} MiB", flush=True)
+    for ours in ("rl8lite", "rl8lite_amp", *FLOORS):
         for peer in ("loop", "sb3"):
             if ours in runs and peer in runs:
                 ratio = spread([p["seconds"] / o["seconds"] for o, p in zip(runs[ours], runs[peer])])
                 output["ratios"][f"{peer}_over_{ours}"] = ratio
                 print(f"{peer} time / {ours} time: min {ratio['min']:.2f} median {ratio['median']:.2f}"
                       f" max {ratio['max']:.2f}", flush=True)
+    for ours, floor in (("rl8lite", "math_channels_last"), ("rl8lite_amp", "math_channels_last_amp")):
+        if {ours, floor, "env", "loop"} <= runs.keys():  # the floor: network math + env, serially
+            floors = [f["seconds"] + e["seconds"] for f, e in zip(runs[floor], runs["env"])]
+            output["ratios"][f"floor_over_{ours}"] = spread(
+                [f / o["seconds"] for o, f in zip(runs[ours], floors)])
+            output["ratios"][f"loop_over_floor_of_{ours}"] = spread(
+                [p["seconds"] / f for p, f in zip(runs["loop"], floors)])
+            print(f"loop time / {ours}'s floor: {output['ratios'][f'loop_over_floor_of_{ours}']}")
+    output["seconds"] = {name: [run["seconds"] for run in done] for name, done in runs.items()}
     output["frame_stacking"] = view_stacked_obs_bytes()
     print(f"buffer bytes: {output['frame_stacking']}", flush=True)
     if args.json:

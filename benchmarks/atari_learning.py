@@ -59,9 +59,9 @@ def main() -> None:
                          "game_score_mean": games.get("episodes/return_mean"),
                          "games": games.get("episodes/count")})
             print(rows[-1], flush=True)
-    if args.json:
-        write_results(args.json, {"amp": args.amp, "seed": args.seed, "steps": args.steps,
-                                  "settings": RL8LITE, "rows": rows})
+            if args.json:  # rewritten at each evaluation: a cut-off run keeps its rows
+                write_results(args.json, {"amp": args.amp, "seed": args.seed, "steps": args.steps,
+                                          "settings": RL8LITE, "rows": rows})
 
 
 if __name__ == "__main__":

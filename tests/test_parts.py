@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 import torch
 
-from rl8lite.algorithms.buffer import UPDATE_KEYS, UpdateBatch, allocate_buffer, flat_rows
+from rl8lite.algorithms.buffer import (
+    UPDATE_KEYS,
+    UpdateBatch,
+    allocate_buffer,
+    flat_rows,
+    take_rows,
+)
 from rl8lite.algorithms.carries import Feedforward
 from rl8lite.algorithms.config import AlgorithmConfig
 from rl8lite.algorithms.rollout import Rollout
@@ -170,6 +176,16 @@ def test_update_rows_skip_the_bootstrap_column() -> None:
     batch = UpdateBatch(rows={k: flat_rows(buffer[k]) for k in UPDATE_KEYS}, units={},
                         unit_rows=lambda u: u + u // 3)
     assert rows[batch.unit_rows(torch.arange(6)), 0].tolist() == [0, 1, 2, 4, 5, 6]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "permuted"])
+def test_minibatch_rows_are_the_indexed_rows_in_any_memory_layout(layout: str) -> None:
+    frames = torch.randint(0, 256, (12, 3, 5, 7), dtype=torch.uint8)
+    frames = {"contiguous": frames, "channels_last": frames.contiguous(memory_format=torch.channels_last),
+              "permuted": frames.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)[:, 1:]}[layout]
+    for rows in (torch.tensor([5, 0, 11, 5]), torch.tensor([[3, 4], [9, 10]])):  # steps, sequences
+        taken = take_rows(frames, rows)
+        assert torch.equal(taken, frames[rows]) and taken.shape == (*rows.shape, *frames.shape[1:])
 
 
 def test_episode_means_cover_the_last_completed_episodes_and_never_go_blank_again() -> None:
