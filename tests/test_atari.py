@@ -3,11 +3,17 @@ ALE through Gymnasium with frames stacked by a view requirement, and Breakout le
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
-envpool = pytest.importorskip("envpool")
+if importlib.util.find_spec("envpool") is None:  # not imported here: envpool_env imports it
+    pytest.skip("needs envpool (the envpool or atari extra)", allow_module_level=True)
 
 from rl8lite import Algorithm, TrainConfig
 from rl8lite.env import EnvConfigError, env_reference, envpool_env, import_env_class
@@ -31,6 +37,15 @@ def test_breakout_is_uint8_frames_and_four_actions_for_the_nature_cnn() -> None:
     assert env.max_episode_steps == 27000 and env.render().shape == (210, 160, 3)
     assert type(Algorithm(envpool_env("Breakout-v5", **BREAKOUT), num_envs=2, horizon=2).policy.model) is NatureCNNModel
     env.close()
+
+
+def test_envpool_env_leaves_the_processs_matplotlib_backend_as_it_was() -> None:
+    # envpool's import sets MPLBACKEND=Agg, which a notebook kernel started later would inherit
+    code = "import os; from rl8lite.env import envpool_env; envpool_env('Pong-v5'); print(os.environ.get('MPLBACKEND'))"
+    for before in (None, "TkAgg"):
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"} | ({"MPLBACKEND": before} if before else {})
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == str(before)
 
 
 def test_a_finished_copy_starts_its_next_episode_in_the_same_step() -> None:

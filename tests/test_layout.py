@@ -16,9 +16,10 @@ MAX_LINES = 450
 #: The whole package (``wc -l``): 10,500 lines and 65 modules at most. The limits are what it
 #: holds now (normalisation, sweeps, ONNX export, Genesis's Go2, the compiled step, rsl_rl's
 #: VecEnv with privileged critics and its adaptive learning rate, envpool and the Nature CNN,
-#: minibatches gathered in the buffer's memory order included), so a change that grows the package raises them here, within those bounds, and
+#: minibatches gathered in the buffer's memory order, envpool's import keeping the process's
+#: MPLBACKEND included), so a change that grows the package raises them here, within those bounds, and
 #: says why.
-MAX_TOTAL_LINES, MAX_MODULES = 10_494, 65
+MAX_TOTAL_LINES, MAX_MODULES = 10_499, 65
 
 
 def module_name(path: Path) -> str:

@@ -55,6 +55,7 @@ def test_quickstart_runs_in_quick_mode(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("RL8LITE_QUICK", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # torch in the kernel: one thread, as in the tests
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel picks its inline backend only where unset
     source = QUICKSTART.read_bytes()
     folder_before = sorted(p.name for p in NOTEBOOKS.iterdir())
 

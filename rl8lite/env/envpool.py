@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import weakref
 from typing import Any, ClassVar
 
@@ -113,10 +114,14 @@ def envpool_env(task_id: str, *, seed: int | None = None, **options: Any) -> typ
         Breakout = envpool_env("Breakout-v5", num_threads=1)
         Breakout.__name__, Breakout(2).observation_spec.shape  # 'Breakout-v5', [4, 84, 84]
     """
+    backend = os.environ.get("MPLBACKEND")  # envpool's import sets "Agg" for the process's children
     try:
         import envpool
     except ImportError as e:
         raise ImportError("envpool_env needs envpool: pip install rl8lite[envpool]") from e
+    finally:
+        if backend is None:
+            os.environ.pop("MPLBACKEND", None)
     if task_id not in envpool.list_all_envs():
         raise ValueError(f"envpool has no task {task_id!r}; its tasks: envpool.list_all_envs()")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
