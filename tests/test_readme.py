@@ -1,5 +1,6 @@
 """The README's Python programs run as written, in quick mode (every ``run`` stops after two
-training steps), into the test's MLflow store. Blocks that start with an import are programs;
+training steps, an evaluation left to run the env's longest episode runs two collects: 211 for
+Breakout's whole games), into the test's MLflow store. Blocks that start with an import are programs;
 the others continue one (``trainer.run(...)`` lines) and are named here so that none is missed."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rl8lite import Trainer
+from rl8lite import Algorithm, Trainer
 from rl8lite.conditions import HitsUpperBound
 
 README = Path(__file__).parents[1] / "README.md"
@@ -44,7 +45,13 @@ def test_the_readmes_programs_run_as_written(index: int, monkeypatch: pytest.Mon
         stop = [*(kwargs.pop("stop_conditions", None) or []), HitsUpperBound("algorithm/steps", steps)]
         return run(self, stop_conditions=stop, **kwargs)
 
+    evaluate = Algorithm.evaluate
+
+    def quick_evaluate(self: Algorithm, *, collects: int | None = None, **kwargs: object) -> dict[str, float]:
+        return evaluate(self, collects=collects or 2, **kwargs)
+
     monkeypatch.setattr(Trainer, "run", quick_run)
+    monkeypatch.setattr(Algorithm, "evaluate", quick_evaluate)
     monkeypatch.setattr(Trainer, "__init__", _quiet(Trainer.__init__))
     namespace: dict[str, object] = {"__name__": "readme"}
     exec(compile(program, f"README.md python block {index}", "exec"), namespace)  # noqa: S102
